@@ -1,0 +1,192 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// SchemaLimits bound the complexity of an upstream schema (spec 003 §4.4).
+// Upstream schemas are untrusted input: a schema over a limit is not
+// compiled at all.
+type SchemaLimits struct {
+	MaxBytes      int // serialized size
+	MaxDepth      int // nesting depth of JSON objects and arrays
+	MaxProperties int // total number of property definitions, at any depth
+}
+
+// DefaultSchemaLimits are generous: the largest schema of the 3,641 real
+// tools in the shared catalog is far below each of them.
+var DefaultSchemaLimits = SchemaLimits{MaxBytes: 256 << 10, MaxDepth: 32, MaxProperties: 2048}
+
+// ErrArgsInvalid is matched by argument validation failures.
+var ErrArgsInvalid = errors.New("arguments do not match the tool's input schema")
+
+// ErrSchemaInvalid is matched when a tool's own schema failed ingest-time
+// checks, so its arguments cannot be validated (SCHEMA_INVALID).
+var ErrSchemaInvalid = errors.New("the tool's input schema is invalid")
+
+// ArgFinding is one validator finding about caller arguments.
+type ArgFinding struct {
+	Path    string `json:"path"` // JSON pointer into the arguments, "" for the root
+	Message string `json:"message"`
+}
+
+// ArgsError lists every finding of one failed validation.
+type ArgsError struct {
+	Findings []ArgFinding
+}
+
+func (e *ArgsError) Error() string {
+	parts := make([]string, 0, len(e.Findings))
+	for _, f := range e.Findings {
+		p := f.Path
+		if p == "" {
+			p = "/"
+		}
+		parts = append(parts, p+": "+f.Message)
+	}
+	return "invalid arguments: " + strings.Join(parts, "; ")
+}
+
+// Is makes an ArgsError match ErrArgsInvalid.
+func (e *ArgsError) Is(target error) bool { return target == ErrArgsInvalid }
+
+// refusingLoader refuses every external $ref: an upstream schema must never
+// make the gateway read local files or reach the network.
+type refusingLoader struct{}
+
+func (refusingLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external reference %q refused", url)
+}
+
+// schemaCheck is the outcome of checking one schema document.
+type schemaCheck struct {
+	doc      map[string]any     // decoded, nil when not a JSON object
+	compiled *jsonschema.Schema // nil when any check failed
+	code     string             // finding code, "" when fine
+	msg      string
+}
+
+// checkSchema bounds, decodes, meta-validates and compiles one schema.
+func checkSchema(raw json.RawMessage, lim SchemaLimits) schemaCheck {
+	if len(raw) > lim.MaxBytes {
+		return schemaCheck{code: CodeSchemaTooLarge, msg: fmt.Sprintf("schema is %d bytes, limit %d", len(raw), lim.MaxBytes)}
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return schemaCheck{code: CodeSchemaInvalid, msg: "schema is not valid JSON: " + oneLine(err.Error())}
+	}
+	doc, isObj := v.(map[string]any)
+	depth, props := measure(v, 1)
+	switch {
+	case depth > lim.MaxDepth:
+		return schemaCheck{code: CodeSchemaTooDeep, msg: fmt.Sprintf("schema nests %d levels, limit %d", depth, lim.MaxDepth)}
+	case props > lim.MaxProperties:
+		return schemaCheck{code: CodeSchemaTooManyProps, msg: fmt.Sprintf("schema defines %d properties, limit %d", props, lim.MaxProperties)}
+	case !isObj:
+		return schemaCheck{code: CodeSchemaInvalid, msg: "schema is not a JSON object"}
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(refusingLoader{})
+	c.DefaultDraft(jsonschema.Draft2020)
+	const loc = "quiver:///schema.json"
+	if err := c.AddResource(loc, v); err != nil {
+		return schemaCheck{doc: doc, code: CodeSchemaInvalid, msg: oneLine(err.Error())}
+	}
+	sch, err := c.Compile(loc)
+	if err != nil {
+		return schemaCheck{doc: doc, code: CodeSchemaInvalid, msg: oneLine(err.Error())}
+	}
+	return schemaCheck{doc: doc, compiled: sch}
+}
+
+// measure returns the nesting depth of v and the number of property
+// definitions in it (entries of every "properties" object).
+func measure(v any, depth int) (maxDepth, props int) {
+	maxDepth = depth
+	switch x := v.(type) {
+	case map[string]any:
+		if p, ok := x["properties"].(map[string]any); ok {
+			props += len(p)
+		}
+		for _, c := range x {
+			d, n := measure(c, depth+1)
+			maxDepth = max(maxDepth, d)
+			props += n
+		}
+	case []any:
+		for _, c := range x {
+			d, n := measure(c, depth+1)
+			maxDepth = max(maxDepth, d)
+			props += n
+		}
+	default:
+		maxDepth = depth - 1
+	}
+	return maxDepth, props
+}
+
+// validate checks args against a compiled schema and converts the
+// validator's output into findings.
+func validate(sch *jsonschema.Schema, args any) error {
+	err := sch.Validate(args)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return &ArgsError{Findings: []ArgFinding{{Message: oneLine(err.Error())}}}
+	}
+	var out []ArgFinding
+	seen := map[ArgFinding]bool{}
+	var walk func(u jsonschema.OutputUnit)
+	walk = func(u jsonschema.OutputUnit) {
+		if u.Error != nil && len(u.Errors) == 0 {
+			f := ArgFinding{Path: u.InstanceLocation, Message: oneLine(u.Error.String())}
+			if !seen[f] {
+				seen[f] = true
+				out = append(out, f)
+			}
+		}
+		for _, c := range u.Errors {
+			walk(c)
+		}
+	}
+	walk(*ve.BasicOutput())
+	if len(out) == 0 {
+		out = []ArgFinding{{Message: oneLine(ve.Error())}}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return &ArgsError{Findings: out}
+}
+
+// oneLine collapses s to one line without control characters, capped.
+func oneLine(s string) string {
+	const maxLen = 300
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			r = ' '
+		}
+		if r == ' ' {
+			if space {
+				continue
+			}
+			space = true
+		} else {
+			space = false
+		}
+		b.WriteRune(r)
+		if b.Len() >= maxLen {
+			break
+		}
+	}
+	return strings.TrimSpace(b.String())
+}

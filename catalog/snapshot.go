@@ -1,0 +1,163 @@
+package catalog
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/quiver-mcp/quiver/choicecard"
+	"github.com/quiver-mcp/quiver/toolid"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// ErrNotFound is returned for an id the snapshot does not hold
+// (HYDRATE_FAILED, RESOURCE_NOT_FOUND or PROMPT_NOT_FOUND on the wire).
+var ErrNotFound = errors.New("no such item in the catalog")
+
+// Item is one tool, resource or prompt of a snapshot. Items are shared by
+// every reader of a snapshot and must not be modified.
+type Item struct {
+	// ID is the catalog key: the canonical primitive id, or that id with a
+	// ~N suffix when an earlier item already took it (spec 003 §9.3).
+	ID string
+	// Canonical is the parsed canonical id, without kind or ~N suffix.
+	Canonical toolid.ID
+	Kind      toolid.Kind
+	// Server is the server name as the listing gave it ("" when unknown).
+	Server string
+	// Namespace is the id namespace the item was filed under.
+	Namespace string
+	// UpstreamName is the name (or, for resources, the uri) to dispatch
+	// with: always the original, never the grammar-fitted form.
+	UpstreamName string
+	Card         choicecard.Card
+
+	Tool     *ToolDef
+	Resource *ResourceDef
+	Prompt   *PromptDef
+
+	// Findings are this item's ingest findings (also in the Report).
+	Findings []Finding
+
+	input     *jsonschema.Schema // compiled input schema; nil when invalid
+	inputDoc  map[string]any     // decoded input schema
+	outputDoc map[string]any     // decoded output schema, nil when absent or invalid
+}
+
+// SchemaOK reports whether the tool's input schema passed every ingest check,
+// so that ValidateArgs can judge arguments.
+func (it *Item) SchemaOK() bool { return it.input != nil }
+
+// ValidateArgs validates call arguments against the tool's compiled input
+// schema. It returns an *ArgsError (ErrArgsInvalid) listing every finding,
+// or ErrSchemaInvalid when the tool's own schema failed ingest checks.
+// args must be a decoded JSON value (map[string]any for objects).
+func (it *Item) ValidateArgs(args any) error {
+	if it.Kind != toolid.KindTool {
+		return fmt.Errorf("%s is a %s, not a tool: %w", it.ID, it.Kind, ErrNotFound)
+	}
+	if it.input == nil {
+		return fmt.Errorf("%s: %w", it.ID, ErrSchemaInvalid)
+	}
+	return validate(it.input, args)
+}
+
+// InputSchema returns the decoded input schema (nil when it was not a JSON
+// object). The map is shared: do not modify it.
+func (it *Item) InputSchema() map[string]any { return it.inputDoc }
+
+// Hydration is the full definition of an item, as tool_hydrate returns it.
+type Hydration struct {
+	ID           string          `json:"id"`
+	Kind         toolid.Kind     `json:"kind"`
+	Server       string          `json:"server,omitempty"`
+	Namespace    string          `json:"namespace"`
+	Name         string          `json:"name"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	// Annotations are the upstream's hints, always stamped verified: false:
+	// they are claims of the upstream, not facts the gateway checked.
+	Annotations map[string]any `json:"annotations,omitempty"`
+	Meta        map[string]any `json:"_meta,omitempty"`
+	// URI and MIMEType are set for resources.
+	URI      string `json:"uri,omitempty"`
+	MIMEType string `json:"mimeType,omitempty"`
+	// Arguments are set for prompts.
+	Arguments []PromptArgument `json:"arguments,omitempty"`
+	// SchemaValid is false when the input schema failed ingest checks.
+	SchemaValid bool `json:"schema_valid"`
+}
+
+// Snapshot is an immutable catalog: built once by Ingest, then read
+// concurrently without locks. A refresh builds a new Snapshot.
+type Snapshot struct {
+	items     []*Item
+	byID      map[string]*Item
+	byKind    map[toolid.Kind][]*Item
+	report    Report
+	namespace map[string]string // server -> namespace
+}
+
+// Len returns the number of items of every kind.
+func (s *Snapshot) Len() int { return len(s.items) }
+
+// Items returns the items of one kind in catalog order. The slice is shared:
+// do not modify it.
+func (s *Snapshot) Items(kind toolid.Kind) []*Item { return s.byKind[kind] }
+
+// All returns every item in catalog order (tools, resources, prompts).
+func (s *Snapshot) All() []*Item { return s.items }
+
+// Lookup returns the item with catalog key id.
+func (s *Snapshot) Lookup(id string) (*Item, bool) {
+	it, ok := s.byID[id]
+	return it, ok
+}
+
+// Report returns the ingest report the snapshot was built with.
+func (s *Snapshot) Report() Report { return s.report }
+
+// NamespaceOf returns the namespace given to a server's items.
+func (s *Snapshot) NamespaceOf(server string) (string, bool) {
+	ns, ok := s.namespace[server]
+	return ns, ok
+}
+
+// Hydrate returns the original definition of the item with catalog key id.
+func (s *Snapshot) Hydrate(id string) (Hydration, error) {
+	it, ok := s.byID[id]
+	if !ok {
+		return Hydration{}, fmt.Errorf("%q: %w", id, ErrNotFound)
+	}
+	h := Hydration{ID: it.ID, Kind: it.Kind, Server: it.Server, Namespace: it.Namespace, SchemaValid: it.input != nil}
+	switch {
+	case it.Tool != nil:
+		t := it.Tool
+		h.Name, h.Title, h.Description = t.Name, t.Title, t.Description
+		h.InputSchema, h.OutputSchema, h.Meta = t.InputSchema, t.OutputSchema, t.Meta
+		h.Annotations = stampUnverified(t.Annotations)
+	case it.Resource != nil:
+		r := it.Resource
+		h.Name, h.Title, h.Description, h.Meta = r.Name, r.Title, r.Description, r.Meta
+		h.URI, h.MIMEType = r.URI, r.MIMEType
+		h.Annotations = stampUnverified(r.Annotations)
+		h.SchemaValid = true
+	case it.Prompt != nil:
+		p := it.Prompt
+		h.Name, h.Title, h.Description, h.Meta = p.Name, p.Title, p.Description, p.Meta
+		h.Arguments = p.Arguments
+		h.SchemaValid = true
+	}
+	return h, nil
+}
+
+func stampUnverified(a map[string]any) map[string]any {
+	out := make(map[string]any, len(a)+1)
+	for k, v := range a {
+		out[k] = v
+	}
+	out["verified"] = false
+	return out
+}

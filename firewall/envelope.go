@@ -1,0 +1,97 @@
+// Package firewall shapes upstream results before they reach an agent's
+// context: the ResultEnvelope every tool_execute returns, and (for large
+// results) the summary, facts and artifact handles that stand in for the
+// full content, which stays addressable through tool_view.
+package firewall
+
+import "encoding/json"
+
+// Envelope statuses.
+const (
+	StatusOK      = "ok"
+	StatusPartial = "partial"
+	StatusError   = "error" // the upstream tool itself reported an error (isError)
+)
+
+// Envelope is the result of one tool_execute as the agent sees it.
+type Envelope struct {
+	Status  string   `json:"status"`
+	Summary string   `json:"summary"`
+	Facts   []string `json:"facts"`
+	// Result is the upstream result inline (content items and structured
+	// content), present when it fits the inline budget.
+	Result     *Inline    `json:"result,omitempty"`
+	Artifacts  []Artifact `json:"artifacts"`
+	Views      []View     `json:"views"`
+	Provenance Provenance `json:"provenance"`
+	Firewall   Stats      `json:"firewall"`
+	Effect     *Effect    `json:"effect,omitempty"`
+	DryRun     *DryRun    `json:"dry_run,omitempty"`
+}
+
+// Inline is an upstream result carried whole.
+type Inline struct {
+	Content           []json.RawMessage `json:"content"`
+	StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
+}
+
+// Artifact describes stored content the agent can slice with tool_view.
+type Artifact struct {
+	Handle      string `json:"handle"`
+	MediaType   string `json:"media_type"`
+	SizeBytes   int64  `json:"size_bytes"`
+	Label       string `json:"label"`
+	ContentHash string `json:"content_hash"`
+}
+
+// View is a ready-made tool_view selector for an artifact.
+type View struct {
+	ViewID   string          `json:"view_id"`
+	Label    string          `json:"label"`
+	Selector json.RawMessage `json:"selector"`
+	Handle   string          `json:"handle"`
+}
+
+// Provenance says where a result came from.
+type Provenance struct {
+	ToolID       string   `json:"tool_id"`
+	Server       string   `json:"server"`
+	UpstreamName string   `json:"upstream_name"`
+	Attempts     int      `json:"attempts"`
+	CacheHit     bool     `json:"cache_hit,omitempty"`
+	ArgRepairs   []string `json:"arg_repairs,omitempty"`
+	DurationMS   float64  `json:"duration_ms"`
+}
+
+// Stats report what the firewall did.
+type Stats struct {
+	Triggered      bool   `json:"triggered"`
+	Strategy       string `json:"strategy"`
+	OriginalTokens int    `json:"original_tokens"`
+	InlineTokens   int    `json:"inline_tokens"`
+	OriginalBytes  int64  `json:"original_bytes"`
+}
+
+// Effect records the side-effect accounting of a call (spec 000 tool_effect).
+type Effect struct {
+	EffectID        string   `json:"effect_id"`
+	DocumentHashes  []string `json:"document_hashes"`
+	BatchTotalBytes int64    `json:"batch_total_bytes"`
+	ContentHashAlg  string   `json:"content_hash_alg"`
+}
+
+// DryRun is the report of a dry-run execute: what would have happened.
+type DryRun struct {
+	ToolID       string         `json:"tool_id"`
+	UpstreamName string         `json:"upstream_name"`
+	ArgsValid    bool           `json:"args_valid"`
+	Annotations  map[string]any `json:"annotations,omitempty"`
+	Checks       []Check        `json:"checks"`
+}
+
+// Check is one named check of a dry run.
+type Check struct {
+	Name   string `json:"name"`
+	Status string `json:"status"` // pass | fail | skip
+	Detail string `json:"detail,omitempty"`
+}
