@@ -1,0 +1,219 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// acquire returns the live session, waiting (bounded by ctx) while the
+// client is connecting. It fails at once while the client is down or closed.
+func (c *Client) acquire(ctx context.Context) (*session, error) {
+	for {
+		c.mu.Lock()
+		st, s, changed := c.state, c.cur, c.changed
+		c.mu.Unlock()
+		switch st.Status {
+		case StatusReady:
+			return s, nil
+		case StatusClosed:
+			if errors.Is(st.Err, ErrInvalidSpec) {
+				return nil, newError(CodeUpstreamError, fmt.Errorf("upstream %q: %w", c.spec.Name, st.Err))
+			}
+			return nil, newError(CodeUnavailable, fmt.Errorf("upstream %q: %w", c.spec.Name, ErrClosed))
+		case StatusDown:
+			return nil, c.notConnected(st.Err)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) && !errors.Is(context.Cause(ctx), ErrCallTimeout) {
+				return nil, newError(CodeUpstreamError, context.Cause(ctx))
+			}
+			return nil, c.notConnected(fmt.Errorf("still %s: %w", st.Status, context.Cause(ctx)))
+		}
+	}
+}
+
+// notConnected builds the error for a call made while there is no session.
+// A credential or throttling failure behind the outage keeps its code.
+func (c *Client) notConnected(last error) *Error {
+	err := fmt.Errorf("upstream %q: %w", c.spec.Name, ErrNotConnected)
+	if last != nil {
+		err = fmt.Errorf("upstream %q: %w: %w", c.spec.Name, ErrNotConnected, last)
+	}
+	var le *Error
+	if errors.As(last, &le) {
+		switch le.Code {
+		case CodeAuthFailed, CodePermissionDenied, CodeRateLimited:
+			return &Error{Code: le.Code, Retryable: le.Retryable, Err: err, HTTPStatus: le.HTTPStatus, RetryAfter: le.RetryAfter}
+		}
+	}
+	return newError(CodeUnavailable, err)
+}
+
+// do runs f against the live session with the per-call timeout applied and
+// the call bound to the session's lifetime, and classifies its error.
+func do[T any](c *Client, ctx context.Context, op string, f func(context.Context, *mcp.ClientSession) (T, error)) (T, error) {
+	var zero T
+	tctx, cancelTimeout := context.WithTimeoutCause(ctx, c.callTimeout, ErrCallTimeout)
+	defer cancelTimeout()
+	s, err := c.acquire(tctx)
+	if err != nil {
+		return zero, err
+	}
+	s.calls.Add(1)
+	defer s.calls.Add(-1)
+	cctx, cancel := context.WithCancelCause(tctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
+	defer stop()
+	cctx, probe := withProbe(cctx)
+
+	res, err := f(cctx, s.cs)
+	if err == nil {
+		return res, nil
+	}
+	e := classify(ctx, cctx, probe, s.isEnded(), err)
+	e.Err = fmt.Errorf("upstream %q: %s: %w", c.spec.Name, op, e.Err)
+	if e.Code == CodeUnavailable {
+		s.markBroken(e)
+	}
+	if e.Code != CodeUpstreamError {
+		c.logger.Debug("upstream call failed", "op", op, "code", e.Code, "err", e.Err)
+	}
+	return zero, e
+}
+
+// paginate collects every page of a list method.
+func paginate[R any, T any](ctx context.Context, list func(context.Context, string) (R, error), items func(R) ([]T, string)) ([]T, error) {
+	var out []T
+	seen := map[string]bool{}
+	cursor := ""
+	for range maxListPages {
+		res, err := list(ctx, cursor)
+		if err != nil {
+			return nil, err
+		}
+		page, next := items(res)
+		out = append(out, page...)
+		if next == "" {
+			return out, nil
+		}
+		if seen[next] {
+			return nil, fmt.Errorf("pagination cursor %q repeated", next)
+		}
+		seen[next] = true
+		cursor = next
+	}
+	return nil, fmt.Errorf("more than %d pages", maxListPages)
+}
+
+// capable reports whether the current session's server advertised the
+// capability picked by has. Unknown (no session) counts as capable, so the
+// call itself reports the outage.
+func (c *Client) capable(has func(*mcp.ServerCapabilities) bool) bool {
+	res := c.InitializeResult()
+	if res == nil || res.Capabilities == nil {
+		return res == nil
+	}
+	return has(res.Capabilities)
+}
+
+// ListTools returns every tool of the upstream (all pages).
+func (c *Client) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
+	return do(c, ctx, "tools/list", func(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
+		return paginate(ctx, func(ctx context.Context, cursor string) (*mcp.ListToolsResult, error) {
+			return cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+		}, func(r *mcp.ListToolsResult) ([]*mcp.Tool, string) { return r.Tools, r.NextCursor })
+	})
+}
+
+// ListResources returns every resource of the upstream (all pages), or nil
+// when the server did not advertise the resources capability.
+func (c *Client) ListResources(ctx context.Context) ([]*mcp.Resource, error) {
+	if !c.capable(func(sc *mcp.ServerCapabilities) bool { return sc.Resources != nil }) {
+		return nil, nil
+	}
+	return do(c, ctx, "resources/list", func(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Resource, error) {
+		return paginate(ctx, func(ctx context.Context, cursor string) (*mcp.ListResourcesResult, error) {
+			return cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
+		}, func(r *mcp.ListResourcesResult) ([]*mcp.Resource, string) { return r.Resources, r.NextCursor })
+	})
+}
+
+// ListResourceTemplates returns every resource template of the upstream (all
+// pages), or nil when the server did not advertise the resources capability.
+func (c *Client) ListResourceTemplates(ctx context.Context) ([]*mcp.ResourceTemplate, error) {
+	if !c.capable(func(sc *mcp.ServerCapabilities) bool { return sc.Resources != nil }) {
+		return nil, nil
+	}
+	return do(c, ctx, "resources/templates/list", func(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.ResourceTemplate, error) {
+		return paginate(ctx, func(ctx context.Context, cursor string) (*mcp.ListResourceTemplatesResult, error) {
+			return cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
+		}, func(r *mcp.ListResourceTemplatesResult) ([]*mcp.ResourceTemplate, string) {
+			return r.ResourceTemplates, r.NextCursor
+		})
+	})
+}
+
+// ListPrompts returns every prompt of the upstream (all pages), or nil when
+// the server did not advertise the prompts capability.
+func (c *Client) ListPrompts(ctx context.Context) ([]*mcp.Prompt, error) {
+	if !c.capable(func(sc *mcp.ServerCapabilities) bool { return sc.Prompts != nil }) {
+		return nil, nil
+	}
+	return do(c, ctx, "prompts/list", func(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Prompt, error) {
+		return paginate(ctx, func(ctx context.Context, cursor string) (*mcp.ListPromptsResult, error) {
+			return cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
+		}, func(r *mcp.ListPromptsResult) ([]*mcp.Prompt, string) { return r.Prompts, r.NextCursor })
+	})
+}
+
+// CallTool calls the upstream tool name with args. A result with isError
+// set is returned as a result, not as an error. Cancelling ctx cancels the
+// call upstream (the go-sdk sends notifications/cancelled).
+func (c *Client) CallTool(ctx context.Context, name string, args map[string]any) (*mcp.CallToolResult, error) {
+	if args == nil {
+		args = map[string]any{}
+	}
+	return c.CallToolParams(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+}
+
+// CallToolParams is CallTool with full control of the request parameters,
+// for example a _meta progressToken (see Options.OnProgress).
+func (c *Client) CallToolParams(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	p := *params // the go-sdk adds _meta entries to the params it is given
+	p.Meta = maps.Clone(params.Meta)
+	if p.Arguments == nil {
+		p.Arguments = map[string]any{}
+	}
+	return do(c, ctx, fmt.Sprintf("tools/call %q", p.Name), func(ctx context.Context, cs *mcp.ClientSession) (*mcp.CallToolResult, error) {
+		return cs.CallTool(ctx, &p)
+	})
+}
+
+// ReadResource reads the resource at uri.
+func (c *Client) ReadResource(ctx context.Context, uri string) (*mcp.ReadResourceResult, error) {
+	return do(c, ctx, "resources/read", func(ctx context.Context, cs *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
+		return cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	})
+}
+
+// GetPrompt renders the prompt name with args.
+func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, error) {
+	return do(c, ctx, fmt.Sprintf("prompts/get %q", name), func(ctx context.Context, cs *mcp.ClientSession) (*mcp.GetPromptResult, error) {
+		return cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args})
+	})
+}
+
+// Ping checks that the upstream answers.
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := do(c, ctx, "ping", func(ctx context.Context, cs *mcp.ClientSession) (struct{}, error) {
+		return struct{}{}, cs.Ping(ctx, nil)
+	})
+	return err
+}
