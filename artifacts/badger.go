@@ -26,6 +26,9 @@ const (
 	// per-transaction batch limit (15% of the 64 MiB memtable), large enough that
 	// a 5 MiB log is five lookups.
 	defaultChunkSize int64 = 1 << 20
+	// memChunkSize is the chunk size of an in-memory store: without a value
+	// log, Badger refuses values of 64 KiB and more.
+	memChunkSize int64 = 60 << 10
 	// chunkTxnBytes bounds the chunk bytes committed per transaction while
 	// staging a large artifact, so a streamed Body is never buffered whole.
 	chunkTxnBytes = 4 << 20
@@ -177,6 +180,9 @@ func OpenBadger(opts Options) (*BadgerStore, error) {
 	}
 	if opts.chunkSize == 0 {
 		opts.chunkSize = defaultChunkSize
+		if opts.InMemory {
+			opts.chunkSize = memChunkSize
+		}
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -189,7 +195,7 @@ func OpenBadger(opts Options) (*BadgerStore, error) {
 		return nil, fmt.Errorf("%w: negative TTL", ErrInvalid)
 	case opts.MaxBytes < 0:
 		return nil, fmt.Errorf("%w: negative MaxBytes", ErrInvalid)
-	case opts.chunkSize < 0 || opts.chunkSize > defaultChunkSize:
+	case opts.chunkSize < 0 || opts.chunkSize > defaultChunkSize || opts.InMemory && opts.chunkSize > memChunkSize:
 		return nil, fmt.Errorf("%w: chunk size out of range", ErrInvalid)
 	case opts.InMemory && opts.Dir != "":
 		return nil, fmt.Errorf("%w: Dir must be empty with InMemory", ErrInvalid)

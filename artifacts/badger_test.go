@@ -799,3 +799,26 @@ func TestQuotaHeldByInFlightWrites(t *testing.T) {
 	s.unlock()
 	checkInvariants(t, s)
 }
+
+// TestInMemoryLargeArtifact: an in-memory Badger has no value log and
+// refuses values of 64 KiB and more, so its chunks must stay below that.
+func TestInMemoryLargeArtifact(t *testing.T) {
+	s, err := OpenBadger(Options{InMemory: true, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	data := make([]byte, 5<<20+123)
+	for i := range data {
+		data[i] = byte('a' + i%26)
+	}
+	ctx := context.Background()
+	m, err := s.Put(ctx, "p", PutInput{MediaType: "text/plain", Data: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ReadAt(ctx, "p", m.Handle, 5<<20, 200)
+	if err != nil || string(got) != string(data[5<<20:]) {
+		t.Fatalf("tail read = %d bytes, %v", len(got), err)
+	}
+}

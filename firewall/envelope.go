@@ -65,11 +65,23 @@ type Provenance struct {
 
 // Stats report what the firewall did.
 type Stats struct {
-	Triggered      bool   `json:"triggered"`
-	Strategy       string `json:"strategy"`
-	OriginalTokens int    `json:"original_tokens"`
-	InlineTokens   int    `json:"inline_tokens"`
-	OriginalBytes  int64  `json:"original_bytes"`
+	// Triggered is true when anything was kept out of the envelope.
+	Triggered bool `json:"triggered"`
+	// Strategy is "inline", "binary" or "summary" (see the Strategy*
+	// constants).
+	Strategy string `json:"strategy"`
+	// OriginalTokens counts the cl100k_base tokens of the text parts and
+	// structured content.
+	OriginalTokens int `json:"original_tokens"`
+	// InlineTokens counts the tokens of what the envelope carries in place of
+	// the result (see Outcome).
+	InlineTokens int `json:"inline_tokens"`
+	// OriginalBytes is the size of the result's content (text, decoded
+	// binary and structured content).
+	OriginalBytes int64 `json:"original_bytes"`
+	// OriginalTokensEstimated is true when OriginalTokens was estimated from
+	// samples rather than counted (content over Options.ExactTokenBytes).
+	OriginalTokensEstimated bool `json:"original_tokens_estimated,omitempty"`
 }
 
 // Effect records the side-effect accounting of a call (spec 000 tool_effect).

@@ -14,6 +14,7 @@ func isolateProcess(cmd *exec.Cmd) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
+	setDeathSignal(cmd.SysProcAttr)
 }
 
 // killProcessGroup kills whatever is left of the child's process group.

@@ -1,0 +1,644 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quiver-mcp/quiver/catalog"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// fixedEnv pins what Load reads from the environment.
+func fixedEnv(t *testing.T) {
+	t.Helper()
+	t.Setenv("HOME", "/home/op")
+	t.Setenv("XDG_STATE_HOME", "")
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("output differs from %s (run with -update to accept):\n%s", path, got)
+	}
+}
+
+// parse parses src as a file named quiver.yaml in /etc/quiver.
+func parse(src string) (*Config, error) {
+	return Parse("quiver.yaml", []byte(src), "/etc/quiver")
+}
+
+func TestFullExample(t *testing.T) {
+	fixedEnv(t)
+	data, err := os.ReadFile("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse("full.yaml", data, "/etc/quiver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		Source:      "full.yaml",
+		Dir:         "/etc/quiver",
+		Mode:        ModeProxy,
+		Environment: EnvDev,
+		Listen: Listen{
+			Transport:      TransportHTTP,
+			Addr:           "0.0.0.0:9443",
+			Path:           "/gateway/mcp",
+			TLS:            &TLS{Cert: "/etc/quiver/certs/server.crt", Key: "/etc/quiver/server.key"},
+			AllowedHosts:   []string{"quiver.internal", "quiver.internal:9443"},
+			AllowedOrigins: []string{"https://app.example.com"},
+		},
+		StateDir: "/etc/quiver/state",
+		Upstreams: []Upstream{
+			{
+				Name: "GitHub", URL: "https://mcp.github.example/mcp",
+				TrustLevel: TrustVerified, Risk: RiskMedium,
+				Credentials:    Credentials{BearerEnv: "GITHUB_TOKEN", HeadersEnv: map[string]string{"X-GitHub-Org": "GITHUB_ORG"}},
+				ConnectTimeout: 5 * time.Second, CallTimeout: 2 * time.Minute,
+				ToolPrefix: "gh_", Enabled: true,
+			},
+			{
+				Name: "legacy-search", SSE: "http://127.0.0.1:9001/sse",
+				Credentials: Credentials{BearerFile: "/etc/quiver/secrets/search.token"},
+				TrustLevel:  TrustCommunity, Risk: RiskLow,
+				ConnectTimeout: DefaultConnectTimeout, CallTimeout: DefaultCallTimeout,
+				ToolPrefix: "legacy-search_", Enabled: true,
+			},
+			{
+				Name:    "files",
+				Command: []string{"npx", "-y", "@modelcontextprotocol/server-filesystem", "."},
+				Env:     map[string]string{"NODE_OPTIONS": "--max-old-space-size=256", "API_KEY": "${FILES_API_KEY}"},
+				Dir:     "/etc/quiver/work", TrustLevel: TrustInternal, Risk: RiskCritical,
+				ConnectTimeout: DefaultConnectTimeout, CallTimeout: DefaultCallTimeout,
+				ToolPrefix: "", Enabled: true,
+			},
+			{
+				Name: "fixtures", Catalog: "/etc/fixtures/catalog.json",
+				TrustLevel: TrustUnknown, Risk: RiskHigh,
+				ConnectTimeout: DefaultConnectTimeout, CallTimeout: DefaultCallTimeout,
+				ToolPrefix: "fixtures_", Enabled: false,
+			},
+		},
+		Registry:  []string{"/etc/quiver/registries/*.json", "/opt/quiver/registry/*.yaml"},
+		Browse:    Browse{TopK: 25, CacheStable: true, MaxChildren: 40},
+		Firewall:  Firewall{MaxInlineTokens: 1200, Enabled: false},
+		Artifacts: Artifacts{TTL: 90 * time.Minute, MaxBytes: 512 << 20},
+		Retry: Retry{MaxAttempts: 3, BaseDelay: 250 * time.Millisecond, MaxDelay: 5 * time.Second,
+			Jitter: false, RetryableCodes: []string{"UPSTREAM_TIMEOUT", "RATE_LIMITED"}},
+		Cache: Cache{ReadOnly: true, TTL: 90 * time.Second, MaxEntries: 1024, Allow: []string{"github:list_*", "files:read_*"}},
+		RateLimits: map[string]RateLimit{
+			"tool_execute":         {MaxCallsPerMinute: 120, MaxCallsPerSession: 5000},
+			"tool_browse":          {MaxCallsPerMinute: 600},
+			"tool:github:create_*": {MaxCallsPerSession: 10},
+		},
+		Expose:       Expose{Direct: []string{"files:read_file*", "echo"}},
+		Schema:       SchemaLimits{Strict: true, MaxBytes: 100_000, MaxDepth: 16, MaxProperties: 512},
+		TolerantArgs: true,
+		Log:          Log{Level: "debug", Format: "json"},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("got  %+v\nwant %+v", c, want)
+	}
+	out, err := c.Effective()
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "full.effective.golden", out)
+	js, err := c.EffectiveJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "full.effective.json.golden", js)
+
+	// The effective settings, YAML or JSON, load back to the same Config.
+	for _, src := range [][]byte{out, js} {
+		back, err := Parse("full.yaml", src, "/elsewhere")
+		if err != nil {
+			t.Fatalf("effective settings do not load: %v", err)
+		}
+		back.Dir = c.Dir
+		if !reflect.DeepEqual(back, c) {
+			t.Fatalf("round trip differs:\n got %+v\nwant %+v", back, c)
+		}
+	}
+}
+
+func TestJSONInput(t *testing.T) {
+	fixedEnv(t)
+	y, err := Load("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := Load("testdata/full.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Source = y.Source
+	if !reflect.DeepEqual(y, j) {
+		t.Fatalf("JSON and YAML differ:\n%+v\n%+v", j, y)
+	}
+	c, err := Parse("q.json", []byte(`{"$schema": "https://quiver-mcp.dev/schemas/config.schema.json", "mode": "direct"}`), "/")
+	if err != nil || c.Mode != ModeDirect {
+		t.Fatalf("$schema key: %v", err)
+	}
+	_, err = Parse("q.json", []byte("{\n\t\"mode\": \"direct\",\n\t\"bogus\": 1\n}"), "/")
+	assertErr(t, err, "q.json:3:2: bogus: unknown key; allowed: artifacts, browse, cache, environment, expose, firewall, listen, log, mode, rate_limits, registry, retry, schema, state_dir, tolerant_args, upstreams")
+}
+
+func TestDefaults(t *testing.T) {
+	fixedEnv(t)
+	for _, src := range []string{"", "# only a comment\n", "{}", "---\n"} {
+		c, err := parse(src)
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		d := Default()
+		d.Source, d.Dir = "quiver.yaml", "/etc/quiver"
+		if !reflect.DeepEqual(c, d) {
+			t.Fatalf("%q: got %+v, want Default() %+v", src, c, d)
+		}
+	}
+	d := Default()
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"mode", d.Mode, ModeGateway},
+		{"environment", d.Environment, EnvProd},
+		{"listen.transport", d.Listen.Transport, TransportStdio},
+		{"listen.addr", d.Listen.Addr, "127.0.0.1:8080"},
+		{"listen.path", d.Listen.Path, "/mcp"},
+		{"listen.tls", d.Listen.TLS, (*TLS)(nil)},
+		{"state_dir", d.StateDir, "/home/op/.local/state/quiver"},
+		{"upstreams", len(d.Upstreams), 0},
+		{"browse.top_k", d.Browse.TopK, 10},
+		{"browse.cache_stable", d.Browse.CacheStable, false},
+		{"browse.max_children", d.Browse.MaxChildren, 20},
+		{"firewall.max_inline_tokens", d.Firewall.MaxInlineTokens, 800},
+		{"firewall.enabled", d.Firewall.Enabled, true},
+		{"artifacts.ttl", d.Artifacts.TTL, 24 * time.Hour},
+		{"artifacts.max_bytes", d.Artifacts.MaxBytes, int64(1 << 30)},
+		{"retry.max_attempts", d.Retry.MaxAttempts, 1},
+		{"retry.base_delay", d.Retry.BaseDelay, 100 * time.Millisecond},
+		{"retry.max_delay", d.Retry.MaxDelay, 2 * time.Second},
+		{"retry.jitter", d.Retry.Jitter, true},
+		{"retry.retryable_codes", d.Retry.RetryableCodes, []string{"UPSTREAM_TIMEOUT", "UPSTREAM_UNAVAILABLE"}},
+		{"cache.read_only", d.Cache.ReadOnly, false},
+		{"cache.ttl", d.Cache.TTL, 60 * time.Second},
+		{"cache.max_entries", d.Cache.MaxEntries, 256},
+		{"cache.allow", len(d.Cache.Allow), 0},
+		{"rate_limits", len(d.RateLimits), 0},
+		{"expose.direct", len(d.Expose.Direct), 0},
+		{"schema.strict", d.Schema.Strict, false},
+		{"schema.max_bytes", d.Schema.MaxBytes, int64(catalog.DefaultSchemaLimits.MaxBytes)},
+		{"schema.max_depth", d.Schema.MaxDepth, catalog.DefaultSchemaLimits.MaxDepth},
+		{"schema.max_properties", d.Schema.MaxProperties, catalog.DefaultSchemaLimits.MaxProperties},
+		{"tolerant_args", d.TolerantArgs, false},
+		{"log.level", d.Log.Level, "info"},
+		{"log.format", d.Log.Format, "text"},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	out, err := d.Effective()
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "defaults.effective.golden", out)
+
+	// Upstream defaults.
+	c, err := parse("upstreams:\n  - name: My Server\n    command: [srv]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Upstream{Name: "My Server", Command: []string{"srv"}, Dir: "/etc/quiver", TrustLevel: TrustUnknown,
+		Risk: RiskHigh, ConnectTimeout: 10 * time.Second, CallTimeout: 60 * time.Second, ToolPrefix: "my-server_", Enabled: true}
+	if !reflect.DeepEqual(c.Upstreams[0], want) {
+		t.Fatalf("got %+v\nwant %+v", c.Upstreams[0], want)
+	}
+	if ns := c.Upstreams[0].Namespace(); ns != "my-server" {
+		t.Fatalf("namespace %q", ns)
+	}
+}
+
+func TestStateDir(t *testing.T) {
+	cases := []struct {
+		xdg, src, want string
+	}{
+		{"", "", "/home/op/.local/state/quiver"},
+		{"/xdg/state", "", "/xdg/state/quiver"},
+		{"relative/not/used", "", "/home/op/.local/state/quiver"},
+		{"", "state_dir: ~/q", "/home/op/q"},
+		{"", "state_dir: '~'", "/home/op"},
+		{"/xdg", "state_dir: $XDG_STATE_HOME/q", "/xdg/q"},
+		{"/xdg", "state_dir: ${XDG_STATE_HOME}/q/", "/xdg/q"},
+		{"", "state_dir: $XDG_STATE_HOME/q", "/home/op/.local/state/q"},
+		{"", "state_dir: var/state", "/etc/quiver/var/state"},
+		{"", "state_dir: /srv/../var/quiver", "/var/quiver"},
+		{"", "state_dir: $XDG_STATE_HOMEX", "/etc/quiver/$XDG_STATE_HOMEX"},
+	}
+	for _, tc := range cases {
+		t.Setenv("HOME", "/home/op")
+		t.Setenv("XDG_STATE_HOME", tc.xdg)
+		c, err := parse(tc.src)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.src, err)
+		}
+		if c.StateDir != tc.want {
+			t.Errorf("%q (XDG_STATE_HOME=%q): got %q, want %q", tc.src, tc.xdg, c.StateDir, tc.want)
+		}
+	}
+	_, err := parse("state_dir: ~root/x")
+	assertErr(t, err, "quiver.yaml:1:1: state_dir: '~user' is not supported; write the path out")
+}
+
+func TestRelativePaths(t *testing.T) {
+	fixedEnv(t)
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "conf")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := `
+listen: {transport: http, tls: {cert: tls/c.pem, key: ../k.pem}}
+upstreams:
+  - {name: a, catalog: cat.json}
+  - {name: b, command: [./bin/srv]}
+  - {name: c, command: [srv], dir: ../run}
+  - {name: d, url: "http://h/mcp", credentials: {bearer_file: tok}}
+registry: [reg/*.json, /abs/*.json]
+`
+	file := filepath.Join(sub, "q.yaml")
+	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Load from another working directory with a relative path.
+	t.Chdir(dir)
+	c, err := Load("conf/q.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := func(p ...string) string { return filepath.Join(append([]string{sub}, p...)...) }
+	for _, tc := range []struct{ got, want string }{
+		{c.Dir, sub},
+		{c.Source, "conf/q.yaml"},
+		{c.Listen.TLS.Cert, j("tls", "c.pem")},
+		{c.Listen.TLS.Key, filepath.Join(dir, "k.pem")},
+		{c.Upstreams[0].Catalog, j("cat.json")},
+		{c.Upstreams[0].Dir, ""},
+		{c.Upstreams[1].Command[0], "./bin/srv"}, // relative to Dir, as exec.Cmd does
+		{c.Upstreams[1].Dir, sub},
+		{c.Upstreams[2].Dir, filepath.Join(dir, "run")},
+		{c.Upstreams[3].Credentials.BearerFile, j("tok")},
+		{c.Registry[0], j("reg", "*.json")},
+		{c.Registry[1], "/abs/*.json"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+func assertErr(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want %q", want)
+	}
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("%v does not match ErrInvalid", err)
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("%T is not *Error", err)
+	}
+	if err.Error() != want {
+		t.Errorf("got  %s\nwant %s", err, want)
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	fixedEnv(t)
+	cases := []struct {
+		name, src, want string
+	}{
+		// Enums.
+		{"mode", "mode: bridge", "quiver.yaml:1:1: mode: must be one of gateway, proxy, direct"},
+		{"environment", "environment: staging", "quiver.yaml:1:1: environment: must be one of prod, dev"},
+		{"transport", "listen:\n  transport: sse", "quiver.yaml:2:3: listen.transport: must be one of stdio, http"},
+		{"trust_level", "upstreams:\n  - name: a\n    command: [x]\n  - name: b\n    command: [y]\n    trust_level: trusted",
+			"quiver.yaml:6:5: upstreams[1].trust_level: must be one of internal, verified, community, unknown"},
+		{"risk", "upstreams:\n  - {name: a, command: [x], risk: high}", "quiver.yaml:2:29: upstreams[0].risk: must be one of LOW, MEDIUM, HIGH, CRITICAL"},
+		{"log level", "log:\n  level: trace", "quiver.yaml:2:3: log.level: must be one of debug, info, warn, error"},
+		{"log format", "log: {format: logfmt}", "quiver.yaml:1:7: log.format: must be one of text, json"},
+		{"retryable code", "retry:\n  retryable_codes: [UPSTREAM_TIMEOUT, ARGS_INVALID]",
+			"quiver.yaml:2:39: retry.retryable_codes[1]: must be one of UPSTREAM_TIMEOUT, UPSTREAM_UNAVAILABLE, RATE_LIMITED, UPSTREAM_ERROR"},
+		// Ranges.
+		{"top_k low", "browse: {top_k: 0}", "quiver.yaml:1:10: browse.top_k: must be at least 1"},
+		{"top_k high", "browse:\n  top_k: 51", "quiver.yaml:2:3: browse.top_k: must be at most 50"},
+		{"top_k float", "browse: {top_k: 2.5}", "quiver.yaml:1:10: browse.top_k: must be an integer, got a number"},
+		{"top_k string", "browse: {top_k: ten}", "quiver.yaml:1:10: browse.top_k: must be an integer, got a string"},
+		{"max_children", "browse: {max_children: 0}", "quiver.yaml:1:10: browse.max_children: must be at least 1"},
+		{"max_attempts low", "retry: {max_attempts: 0}", "quiver.yaml:1:9: retry.max_attempts: must be at least 1"},
+		{"max_attempts high", "retry: {max_attempts: 11}", "quiver.yaml:1:9: retry.max_attempts: must be at most 10"},
+		{"max_inline_tokens", "firewall: {max_inline_tokens: -1}", "quiver.yaml:1:12: firewall.max_inline_tokens: must be at least 1"},
+		{"max_entries", "cache: {max_entries: 0}", "quiver.yaml:1:9: cache.max_entries: must be at least 1"},
+		{"rate limit zero", "rate_limits:\n  tool_execute: {max_calls_per_minute: 0}",
+			"quiver.yaml:2:18: rate_limits.tool_execute.max_calls_per_minute: must be at least 1"},
+		{"rate limit empty", "rate_limits:\n  tool_view: {}", "quiver.yaml:2:3: rate_limits.tool_view: must set max_calls_per_minute or max_calls_per_session"},
+		{"rate scope", "rate_limits:\n  tool_call: {max_calls_per_minute: 1}",
+			"quiver.yaml:2:3: rate_limits.tool_call: key must be tool_browse, tool_execute, tool_view, tool_hydrate or tool:<tool_id glob>"},
+		{"rate glob", "rate_limits:\n  \"tool:gh[\": {max_calls_per_minute: 1}",
+			`quiver.yaml:2:3: rate_limits["tool:gh["]: is not a valid tool_id glob: syntax error in pattern`},
+		{"bool", "tolerant_args: yes", "quiver.yaml:1:1: tolerant_args: must be a boolean, got a string"},
+		{"block type", "listen: stdio", "quiver.yaml:1:1: listen: must be a mapping, got a string"},
+		{"null block", "upstreams:\n", "quiver.yaml:1:1: upstreams: must be a list, got null"},
+		{"root list", "- a", "quiver.yaml:1:1: must be a mapping, got a list"},
+		{"listen path", "listen: {path: mcp}", "quiver.yaml:1:10: listen.path: must start with '/'"},
+		{"listen addr", "listen: {transport: http, addr: localhost}", "quiver.yaml:1:27: listen.addr: must be host:port, e.g. 127.0.0.1:8080"},
+		{"listen port", "listen: {addr: \"127.0.0.1:99999\"}", "quiver.yaml:1:10: listen.addr: must be host:port with a port number 0..65535"},
+		// Durations and sizes.
+		{"duration syntax", "cache: {ttl: 60}", "quiver.yaml:1:9: cache.ttl: must be a string, got an integer"},
+		{"duration unit", "cache: {ttl: 5d}", `quiver.yaml:1:9: cache.ttl: must be a duration such as "100ms", "60s", "1h30m" or "24h"`},
+		{"duration negative", "artifacts: {ttl: -1h}", `quiver.yaml:1:13: artifacts.ttl: must be a duration such as "100ms", "60s", "1h30m" or "24h"`},
+		{"duration zero", "artifacts: {ttl: 0s}", "quiver.yaml:1:13: artifacts.ttl: must be greater than 0"},
+		{"duration overflow", "upstreams: [{name: a, command: [x], call_timeout: 9999999999h}]",
+			"quiver.yaml:1:37: upstreams[0].call_timeout: is not a valid duration (too large?)"},
+		{"retry delays", "retry:\n  base_delay: 3s\n  max_delay: 1s", "quiver.yaml:3:3: retry.max_delay: max_delay (1s) must be at least base_delay (3s)"},
+		{"size unit", "artifacts:\n  max_bytes: 1GiBs", `quiver.yaml:2:3: artifacts.max_bytes: must be a size such as 1048576, "512MiB", "1GiB" or "100KB"`},
+		{"size fraction", "artifacts: {max_bytes: 1.1KiB}", "quiver.yaml:1:13: artifacts.max_bytes: is not a whole number of bytes"},
+		{"size zero", "artifacts: {max_bytes: 0}", "quiver.yaml:1:13: artifacts.max_bytes: must be at least 1"},
+		{"size zero string", "schema: {max_bytes: 0KiB}", "quiver.yaml:1:10: schema.max_bytes: must be at least 1 byte"},
+		{"size overflow", "schema: {max_bytes: 9000000TiB}", "quiver.yaml:1:10: schema.max_bytes: is too large"},
+		{"size bool", "schema: {max_bytes: true}", "quiver.yaml:1:10: schema.max_bytes: must be an integer or a string, got a boolean"},
+		// Unknown keys.
+		{"unknown top", "mode: gateway\nupstream: []", "quiver.yaml:2:1: upstream: unknown key (did you mean upstreams?)"},
+		{"unknown nested", "browse:\n  top_k: 3\n  topk: 4", "quiver.yaml:3:3: browse.topk: unknown key (did you mean top_k?)"},
+		{"unknown far", "firewall: {mode: strict}", "quiver.yaml:1:12: firewall.mode: unknown key; allowed: enabled, max_inline_tokens"},
+		{"unknown upstream key", "upstreams:\n  - name: a\n    command: [x]\n    args: [y]",
+			"quiver.yaml:4:5: upstreams[0].args: unknown key; allowed: call_timeout, catalog, command, connect_timeout, credentials, dir, enabled, env, name, risk, sse, tool_prefix, trust_level, url"},
+		{"duplicate key", "mode: proxy\nmode: gateway", "quiver.yaml:2:1: mode: duplicate key (first at line 1)"},
+		// Upstreams.
+		{"missing name", "upstreams:\n  - command: [x]", `quiver.yaml:2:5: upstreams[0]: missing required key "name"`},
+		{"empty name", "upstreams: [{name: '', command: [x]}]", "quiver.yaml:1:14: upstreams[0].name: must not be empty"},
+		{"long name", "upstreams: [{name: " + strings.Repeat("n", 65) + ", command: [x]}]", "quiver.yaml:1:14: upstreams[0].name: must be at most 64 characters long"},
+		{"name space", "upstreams: [{name: ' a', command: [x]}]", "quiver.yaml:1:14: upstreams[0].name: must not begin or end with white space"},
+		{"name no namespace", "upstreams: [{name: '---', command: [x]}]", "quiver.yaml:1:14: upstreams[0].name: has no letters or digits to derive a tool_id namespace from"},
+		{"duplicate names", "upstreams:\n  - {name: docs, command: [x]}\n  - {name: docs, url: 'http://h'}",
+			`quiver.yaml:3:6: upstreams[1].name: duplicate upstream name "docs" (first at line 2)`},
+		{"namespace conflict", "upstreams:\n  - {name: My.Docs, command: [x]}\n  - {name: my docs, url: 'http://h'}",
+			`quiver.yaml:3:6: upstreams[1].name: "my docs" and upstream "My.Docs" (line 2) map to the same namespace "my-docs"; rename one`},
+		{"two transports", "upstreams:\n  - name: a\n    command: [x]\n    url: http://h/mcp",
+			"quiver.yaml:4:5: upstreams[0].url: command and url are mutually exclusive: an upstream has exactly one transport"},
+		{"sse and catalog", "upstreams:\n  - name: a\n    catalog: c.json\n    sse: http://h/sse",
+			"quiver.yaml:3:5: upstreams[0].catalog: sse and catalog are mutually exclusive: an upstream has exactly one transport"},
+		{"no transport", "upstreams:\n  - name: a\n    trust_level: verified", "quiver.yaml:2:5: upstreams[0]: needs one of command, url, sse or catalog"},
+		{"empty command", "upstreams: [{name: a, command: []}]", "quiver.yaml:1:23: upstreams[0].command: must not be empty"},
+		{"empty program", "upstreams: [{name: a, command: ['', x]}]", "quiver.yaml:1:33: upstreams[0].command[0]: the program must not be empty"},
+		{"shell string", "upstreams: [{name: a, command: ['npx -y srv']}]",
+			`quiver.yaml:1:33: upstreams[0].command[0]: is one string with spaces; write the argv as a list, e.g. [npx, -y, "@scope/server"] (no shell is involved)`},
+		{"url scheme", "upstreams: [{name: a, url: 'ftp://h'}]", "quiver.yaml:1:23: upstreams[0].url: must be an http:// or https:// URL"},
+		{"url host", "upstreams: [{name: a, url: 'http:///mcp'}]", "quiver.yaml:1:23: upstreams[0].url: has no host"},
+		{"env on url", "upstreams: [{name: a, url: 'http://h', env: {A: b}}]", "quiver.yaml:1:40: upstreams[0].env: is only valid with command"},
+		{"dir on catalog", "upstreams: [{name: a, catalog: c, dir: d}]", "quiver.yaml:1:35: upstreams[0].dir: is only valid with command"},
+		{"credentials on command", "upstreams: [{name: a, command: [x], credentials: {bearer_env: T}}]",
+			"quiver.yaml:1:37: upstreams[0].credentials: apply to url and sse upstreams only (a command upstream gets env)"},
+		{"bearer both", "upstreams: [{name: a, url: 'http://h', credentials: {bearer_env: T, bearer_file: f}}]",
+			"quiver.yaml:1:69: upstreams[0].credentials.bearer_file: bearer_env and bearer_file are mutually exclusive"},
+		{"bearer_env name", "upstreams: [{name: a, url: 'http://h', credentials: {bearer_env: 'my-token'}}]",
+			"quiver.yaml:1:54: upstreams[0].credentials.bearer_env: must be an environment variable name (letters, digits and '_', not starting with a digit)"},
+		{"reserved header", "upstreams: [{name: a, url: 'http://h', credentials: {headers_env: {mcp-session-id: S}}}]",
+			"quiver.yaml:1:68: upstreams[0].credentials.headers_env[\"mcp-session-id\"]: header Mcp-Session-Id is set by the transport, not by credentials"},
+		{"authorization twice", "upstreams: [{name: a, url: 'http://h', credentials: {bearer_env: T, headers_env: {Authorization: U}}}]",
+			"quiver.yaml:1:83: upstreams[0].credentials.headers_env.Authorization: Authorization conflicts with bearer_env/bearer_file; keep one"},
+		{"header key", "upstreams: [{name: a, url: 'http://h', credentials: {headers_env: {'X Key': K}}}]",
+			`quiver.yaml:1:68: upstreams[0].credentials.headers_env["X Key"]: key must be an HTTP header name`},
+		{"env key", "upstreams: [{name: a, command: [x], env: {'A-B': c}}]",
+			`quiver.yaml:1:43: upstreams[0].env["A-B"]: key must be an environment variable name (letters, digits and '_', not starting with a digit)`},
+		{"env ref", "upstreams: [{name: a, command: [x], env: {A: '${B'}}]",
+			"quiver.yaml:1:43: upstreams[0].env.A: a reference is the whole value, written ${NAME}"},
+		{"tool_prefix", "upstreams: [{name: a, command: [x], tool_prefix: 'a:b'}]",
+			"quiver.yaml:1:37: upstreams[0].tool_prefix: must be at most 64 of the characters A-Z a-z 0-9 _ . -"},
+		{"enabled type", "upstreams: [{name: a, command: [x], enabled: 'no'}]",
+			"quiver.yaml:1:37: upstreams[0].enabled: must be a boolean, got a string"},
+		// Inline secrets.
+		{"token key", "upstreams:\n  - name: docs\n    url: http://h/mcp\n    token: s3cr3t",
+			"quiver.yaml:4:5: upstreams[0].token: unknown key; inline secrets are not allowed in the file: name an environment variable with credentials.bearer_env or credentials.headers_env (or a token file with credentials.bearer_file)"},
+		{"bearer key", "upstreams: [{name: d, url: 'http://h', credentials: {bearer: abc}}]",
+			"quiver.yaml:1:54: upstreams[0].credentials.bearer: unknown key; inline secrets are not allowed in the file: name an environment variable with credentials.bearer_env or credentials.headers_env (or a token file with credentials.bearer_file)"},
+		{"password key", "password: hunter2",
+			"quiver.yaml:1:1: password: unknown key; inline secrets are not allowed in the file: name an environment variable with credentials.bearer_env or credentials.headers_env (or a token file with credentials.bearer_file)"},
+		{"api_key key", "upstreams: [{name: d, url: 'http://h', api_key: abc}]",
+			"quiver.yaml:1:40: upstreams[0].api_key: unknown key; inline secrets are not allowed in the file: name an environment variable with credentials.bearer_env or credentials.headers_env (or a token file with credentials.bearer_file)"},
+		{"headers key", "upstreams: [{name: d, url: 'http://h', headers: {X-A: b}}]",
+			"quiver.yaml:1:40: upstreams[0].headers: unknown key; header values are not written in the file: name an environment variable per header with credentials.headers_env"},
+		{"env literal secret", "upstreams:\n  - name: gh\n    command: [srv]\n    env:\n      GITHUB_TOKEN: ghp_abc",
+			`quiver.yaml:5:7: upstreams[0].env.GITHUB_TOKEN: looks like an inline secret; write "${GITHUB_TOKEN}" to take it from quiver's environment at start`},
+		{"env url password", "upstreams: [{name: a, command: [x], env: {DATABASE_URL: 'postgres://u:pw@db/x'}}]",
+			`quiver.yaml:1:43: upstreams[0].env.DATABASE_URL: holds a URL with a password; write "${DATABASE_URL}" to take it from quiver's environment at start`},
+		{"url userinfo", "upstreams: [{name: a, url: 'https://user:pw@h/mcp'}]",
+			"quiver.yaml:1:23: upstreams[0].url: credentials in the URL are not allowed; name an environment variable with credentials.bearer_env or credentials.headers_env"},
+		{"url query secret", "upstreams: [{name: a, sse: 'https://h/sse?access_token=x'}]",
+			`quiver.yaml:1:23: upstreams[0].sse: query parameter "access_token" looks like an inline secret; send it as a header named in credentials.headers_env`},
+		// TLS.
+		{"tls half", "listen:\n  transport: http\n  tls:\n    cert: c.pem", "quiver.yaml:3:3: listen.tls: needs key as well as cert"},
+		{"tls empty", "listen: {transport: http, tls: {}}", "quiver.yaml:1:27: listen.tls: needs both cert and key"},
+		{"tls stdio", "listen: {tls: {cert: c, key: k}}", "quiver.yaml:1:10: listen.tls: is only valid with transport http"},
+		// Paths and globs.
+		{"tilde path", "upstreams: [{name: a, catalog: ~/c.json}]",
+			"quiver.yaml:1:23: upstreams[0].catalog: '~' is expanded only in state_dir; write an absolute path or one relative to the configuration file"},
+		{"bad registry glob", "registry: ['reg/[a-']", "quiver.yaml:1:12: registry[0]: is not a valid glob: syntax error in pattern"},
+		{"bad allow glob", "cache: {allow: ['[']}", "quiver.yaml:1:17: cache.allow[0]: is not a valid glob: syntax error in pattern"},
+		{"empty glob", "expose: {direct: ['']}", "quiver.yaml:1:19: expose.direct[0]: must not be empty"},
+		// YAML itself.
+		{"syntax", "mode: gateway\nlisten: {transport: stdio\n", "quiver.yaml:2: not valid YAML: did not find expected ',' or '}'"},
+		{"syntax unclosed", "mode: gateway\nregistry: [\n", "quiver.yaml:3: not valid YAML: did not find expected node content"},
+		{"syntax indentation", "log:\n  level: info\n    format: json\n", "quiver.yaml:3: not valid YAML: mapping values are not allowed in this context"},
+		{"two documents", "mode: proxy\n---\nmode: direct\n", "quiver.yaml:2:1: more than one YAML document; a configuration is one document"},
+		{"alias cycle", "registry: &a [*a]", "quiver.yaml:1:15: registry[0][0]: alias refers to an enclosing anchor (a cycle)"},
+		{"merge key", "base: &b {top_k: 3}\nbrowse:\n  <<: *b", "quiver.yaml:3:3: browse: YAML merge keys (<<) are not supported; write the keys out"},
+		{"custom tag", "mode: !env MODE", "quiver.yaml:1:7: mode: unsupported YAML tag !env"},
+		{"earliest first", "log: {level: x}\nmode: y", "quiver.yaml:1:7: log.level: must be one of debug, info, warn, error"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parse(tc.src)
+			if c != nil {
+				t.Fatalf("accepted: %+v", c)
+			}
+			assertErr(t, err, tc.want)
+		})
+	}
+}
+
+func TestAliasesAccepted(t *testing.T) {
+	fixedEnv(t)
+	c, err := parse("upstreams:\n  - &u {name: a, command: [srv], trust_level: verified}\nexpose:\n  direct: &g [\"a:*\"]\ncache: {allow: *g}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.Cache.Allow, []string{"a:*"}) || c.Upstreams[0].TrustLevel != TrustVerified {
+		t.Fatalf("%+v", c)
+	}
+	// A billion-laughs document is refused, not expanded.
+	var b strings.Builder
+	b.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 9; i++ {
+		b.WriteString("a" + string(rune('0'+i)) + ": &a" + string(rune('0'+i)) + " [")
+		for j := 0; j < 10; j++ {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("*a" + string(rune('0'+i-1)))
+		}
+		b.WriteString("]\n")
+	}
+	_, err = parse(b.String())
+	if err == nil || !strings.Contains(err.Error(), "document is too large") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestLoadFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "nope.yaml")
+	_, err := Load(missing)
+	if !errors.Is(err, ErrInvalid) || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+	if want := missing + ": cannot open: no such file or directory"; err.Error() != want {
+		t.Fatalf("got %q, want %q", err, want)
+	}
+
+	big := filepath.Join(dir, "big.yaml")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A sparse file: refused by its size, before anything is read.
+	if err := f.Truncate(MaxFileSize + 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	_, err = Load(big)
+	assertErr(t, err, big+": file is 1048577 bytes, larger than the limit of 1048576 (1MiB)")
+	_, err = Parse("p.yaml", make([]byte, MaxFileSize+1), "/")
+	assertErr(t, err, "p.yaml: file is 1048577 bytes, larger than the limit of 1048576 (1MiB)")
+
+	_, err = Load(dir)
+	assertErr(t, err, dir+": is a directory, not a configuration file")
+}
+
+func TestErrorFormat(t *testing.T) {
+	for _, tc := range []struct {
+		e    Error
+		want string
+	}{
+		{Error{File: "q.yaml", Line: 12, Column: 5, Field: "upstreams[1].trust_level", Msg: "bad"}, "q.yaml:12:5: upstreams[1].trust_level: bad"},
+		{Error{File: "q.yaml", Line: 3, Msg: "bad"}, "q.yaml:3: bad"},
+		{Error{File: "q.yaml", Msg: "bad"}, "q.yaml: bad"},
+	} {
+		if got := tc.e.Error(); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}
+
+func TestFromCatalog(t *testing.T) {
+	fixedEnv(t)
+	for _, tc := range []struct{ path, name string }{
+		{"/data/tools.jsonl", "tools"},
+		{"/data/fleet.snapshot.json", "fleet.snapshot"},
+		{"/data/日本.json", "catalog"},
+		{"/data/" + strings.Repeat("x", 80) + ".json", strings.Repeat("x", 64)},
+	} {
+		c := FromCatalog(tc.path)
+		if len(c.Upstreams) != 1 {
+			t.Fatalf("%+v", c)
+		}
+		u := c.Upstreams[0]
+		if u.Name != tc.name || u.Catalog != filepath.Clean(tc.path) || u.Transport() != "catalog" || !u.Enabled {
+			t.Errorf("%s: got %+v", tc.path, u)
+		}
+		// It is a valid configuration: its effective settings load.
+		out, err := c.Effective()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Parse("x.yaml", out, "/")
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tc.path, err, out)
+		}
+		back.Source, back.Dir = c.Source, c.Dir
+		if !reflect.DeepEqual(back, c) {
+			t.Errorf("%s: round trip differs", tc.path)
+		}
+	}
+	c := FromCatalog("tools.jsonl")
+	if !filepath.IsAbs(c.Upstreams[0].Catalog) {
+		t.Fatalf("relative catalog path kept: %q", c.Upstreams[0].Catalog)
+	}
+}
+
+func TestSizes(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		err  bool
+	}{
+		{"1", 1, false}, {"1024", 1024, false}, {"1B", 1, false}, {"100KB", 100_000, false},
+		{"1kb", 1000, false}, {"512MiB", 512 << 20, false}, {"1 GiB", 1 << 30, false},
+		{"1.5GiB", 3 << 29, false}, {"2TB", 2e12, false}, {"1TiB", 1 << 40, false},
+		{"1.1B", 0, true}, {"", 0, true}, {"GiB", 0, true}, {"1XB", 0, true}, {"-1", 0, true},
+		{"1e3", 0, true}, {"1/2", 0, true}, {".5KB", 0, true}, {"10000000TiB", 0, true},
+	} {
+		got, err := ParseSize(tc.in)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("ParseSize(%q) = %d, %v", tc.in, got, err)
+		}
+	}
+	for _, n := range []int64{1, 999, 1000, 1024, 1536, 100_000, 1 << 30, 5 << 40, 3e12, 1<<63 - 1} {
+		s := FormatSize(n)
+		back, err := ParseSize(s)
+		if err != nil || back != n {
+			t.Errorf("FormatSize(%d) = %q -> %d, %v", n, s, back, err)
+		}
+	}
+	for d, want := range map[time.Duration]string{
+		time.Minute: "1m", 24 * time.Hour: "24h", 90 * time.Minute: "1h30m", 100 * time.Millisecond: "100ms",
+		90 * time.Second: "1m30s", time.Hour + time.Second: "1h0m1s", 0: "0s",
+	} {
+		if got := FormatDuration(d); got != want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestSlogLevel(t *testing.T) {
+	for lvl, want := range map[string]string{"debug": "DEBUG", "info": "INFO", "warn": "WARN", "error": "ERROR", "": "INFO"} {
+		if got := (Log{Level: lvl}).SlogLevel().String(); got != want {
+			t.Errorf("%q: %s", lvl, got)
+		}
+	}
+}

@@ -1,0 +1,219 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// The eff* types are the effective configuration as written out: the same
+// keys as the file, every default filled in, paths resolved, durations and
+// sizes as strings. Credentials appear only as the names of environment
+// variables and files.
+type effConfig struct {
+	Mode         string                  `yaml:"mode" json:"mode"`
+	Environment  string                  `yaml:"environment" json:"environment"`
+	Listen       effListen               `yaml:"listen" json:"listen"`
+	StateDir     string                  `yaml:"state_dir" json:"state_dir"`
+	Upstreams    []effUpstream           `yaml:"upstreams" json:"upstreams"`
+	Registry     []string                `yaml:"registry" json:"registry"`
+	Browse       effBrowse               `yaml:"browse" json:"browse"`
+	Firewall     effFirewall             `yaml:"firewall" json:"firewall"`
+	Artifacts    effArtifacts            `yaml:"artifacts" json:"artifacts"`
+	Retry        effRetry                `yaml:"retry" json:"retry"`
+	Cache        effCache                `yaml:"cache" json:"cache"`
+	RateLimits   map[string]effRateLimit `yaml:"rate_limits" json:"rate_limits"`
+	Expose       effExpose               `yaml:"expose" json:"expose"`
+	Schema       effSchema               `yaml:"schema" json:"schema"`
+	TolerantArgs bool                    `yaml:"tolerant_args" json:"tolerant_args"`
+	Log          effLog                  `yaml:"log" json:"log"`
+}
+
+type effListen struct {
+	Transport      string   `yaml:"transport" json:"transport"`
+	Addr           string   `yaml:"addr" json:"addr"`
+	Path           string   `yaml:"path" json:"path"`
+	TLS            *effTLS  `yaml:"tls,omitempty" json:"tls,omitempty"`
+	AllowedHosts   []string `yaml:"allowed_hosts" json:"allowed_hosts"`
+	AllowedOrigins []string `yaml:"allowed_origins" json:"allowed_origins"`
+}
+
+type effTLS struct {
+	Cert string `yaml:"cert" json:"cert"`
+	Key  string `yaml:"key" json:"key"`
+}
+
+type effUpstream struct {
+	Name           string            `yaml:"name" json:"name"`
+	Command        []string          `yaml:"command,omitempty,flow" json:"command,omitempty"`
+	URL            string            `yaml:"url,omitempty" json:"url,omitempty"`
+	SSE            string            `yaml:"sse,omitempty" json:"sse,omitempty"`
+	Catalog        string            `yaml:"catalog,omitempty" json:"catalog,omitempty"`
+	Env            map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	Dir            string            `yaml:"dir,omitempty" json:"dir,omitempty"`
+	TrustLevel     string            `yaml:"trust_level" json:"trust_level"`
+	Risk           string            `yaml:"risk" json:"risk"`
+	Credentials    *effCredentials   `yaml:"credentials,omitempty" json:"credentials,omitempty"`
+	ConnectTimeout string            `yaml:"connect_timeout" json:"connect_timeout"`
+	CallTimeout    string            `yaml:"call_timeout" json:"call_timeout"`
+	ToolPrefix     string            `yaml:"tool_prefix" json:"tool_prefix"`
+	Enabled        bool              `yaml:"enabled" json:"enabled"`
+}
+
+type effCredentials struct {
+	BearerEnv  string            `yaml:"bearer_env,omitempty" json:"bearer_env,omitempty"`
+	BearerFile string            `yaml:"bearer_file,omitempty" json:"bearer_file,omitempty"`
+	HeadersEnv map[string]string `yaml:"headers_env,omitempty" json:"headers_env,omitempty"`
+}
+
+type effBrowse struct {
+	TopK        int  `yaml:"top_k" json:"top_k"`
+	CacheStable bool `yaml:"cache_stable" json:"cache_stable"`
+	MaxChildren int  `yaml:"max_children" json:"max_children"`
+}
+
+type effFirewall struct {
+	MaxInlineTokens int  `yaml:"max_inline_tokens" json:"max_inline_tokens"`
+	Enabled         bool `yaml:"enabled" json:"enabled"`
+}
+
+type effArtifacts struct {
+	TTL      string `yaml:"ttl" json:"ttl"`
+	MaxBytes string `yaml:"max_bytes" json:"max_bytes"`
+}
+
+type effRetry struct {
+	MaxAttempts    int      `yaml:"max_attempts" json:"max_attempts"`
+	BaseDelay      string   `yaml:"base_delay" json:"base_delay"`
+	MaxDelay       string   `yaml:"max_delay" json:"max_delay"`
+	Jitter         bool     `yaml:"jitter" json:"jitter"`
+	RetryableCodes []string `yaml:"retryable_codes,flow" json:"retryable_codes"`
+}
+
+type effCache struct {
+	ReadOnly   bool     `yaml:"read_only" json:"read_only"`
+	TTL        string   `yaml:"ttl" json:"ttl"`
+	MaxEntries int      `yaml:"max_entries" json:"max_entries"`
+	Allow      []string `yaml:"allow" json:"allow"`
+}
+
+type effRateLimit struct {
+	MaxCallsPerMinute  int `yaml:"max_calls_per_minute,omitempty" json:"max_calls_per_minute,omitempty"`
+	MaxCallsPerSession int `yaml:"max_calls_per_session,omitempty" json:"max_calls_per_session,omitempty"`
+}
+
+type effExpose struct {
+	Direct []string `yaml:"direct" json:"direct"`
+}
+
+type effSchema struct {
+	Strict        bool   `yaml:"strict" json:"strict"`
+	MaxBytes      string `yaml:"max_bytes" json:"max_bytes"`
+	MaxDepth      int    `yaml:"max_depth" json:"max_depth"`
+	MaxProperties int    `yaml:"max_properties" json:"max_properties"`
+}
+
+type effLog struct {
+	Level  string `yaml:"level" json:"level"`
+	Format string `yaml:"format" json:"format"`
+}
+
+// list returns s, or an empty non-nil list (printed as [] rather than null).
+func list(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// effective builds the written-out form of c.
+func (c *Config) effective() effConfig {
+	e := effConfig{
+		Mode:        string(c.Mode),
+		Environment: string(c.Environment),
+		Listen: effListen{
+			Transport:      string(c.Listen.Transport),
+			Addr:           c.Listen.Addr,
+			Path:           c.Listen.Path,
+			AllowedHosts:   list(c.Listen.AllowedHosts),
+			AllowedOrigins: list(c.Listen.AllowedOrigins),
+		},
+		StateDir:     c.StateDir,
+		Upstreams:    make([]effUpstream, 0, len(c.Upstreams)),
+		Registry:     list(c.Registry),
+		Browse:       effBrowse(c.Browse),
+		Firewall:     effFirewall(c.Firewall),
+		Artifacts:    effArtifacts{TTL: FormatDuration(c.Artifacts.TTL), MaxBytes: FormatSize(c.Artifacts.MaxBytes)},
+		Retry:        effRetry{MaxAttempts: c.Retry.MaxAttempts, BaseDelay: FormatDuration(c.Retry.BaseDelay), MaxDelay: FormatDuration(c.Retry.MaxDelay), Jitter: c.Retry.Jitter, RetryableCodes: list(c.Retry.RetryableCodes)},
+		Cache:        effCache{ReadOnly: c.Cache.ReadOnly, TTL: FormatDuration(c.Cache.TTL), MaxEntries: c.Cache.MaxEntries, Allow: list(c.Cache.Allow)},
+		RateLimits:   make(map[string]effRateLimit, len(c.RateLimits)),
+		Expose:       effExpose{Direct: list(c.Expose.Direct)},
+		Schema:       effSchema{Strict: c.Schema.Strict, MaxBytes: FormatSize(c.Schema.MaxBytes), MaxDepth: c.Schema.MaxDepth, MaxProperties: c.Schema.MaxProperties},
+		TolerantArgs: c.TolerantArgs,
+		Log:          effLog(c.Log),
+	}
+	if t := c.Listen.TLS; t != nil {
+		e.Listen.TLS = &effTLS{Cert: t.Cert, Key: t.Key}
+	}
+	for k, v := range c.RateLimits {
+		e.RateLimits[k] = effRateLimit(v)
+	}
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		eu := effUpstream{
+			Name:           u.Name,
+			Command:        u.Command,
+			URL:            u.URL,
+			SSE:            u.SSE,
+			Catalog:        u.Catalog,
+			Env:            u.Env,
+			Dir:            u.Dir,
+			TrustLevel:     string(u.TrustLevel),
+			Risk:           string(u.Risk),
+			ConnectTimeout: FormatDuration(u.ConnectTimeout),
+			CallTimeout:    FormatDuration(u.CallTimeout),
+			ToolPrefix:     u.ToolPrefix,
+			Enabled:        u.Enabled,
+		}
+		if !u.Credentials.IsZero() {
+			eu.Credentials = &effCredentials{
+				BearerEnv:  u.Credentials.BearerEnv,
+				BearerFile: u.Credentials.BearerFile,
+				HeadersEnv: u.Credentials.HeadersEnv,
+			}
+		}
+		e.Upstreams = append(e.Upstreams, eu)
+	}
+	return e
+}
+
+// Effective returns the effective settings as YAML: every key of the file
+// with defaults filled in, paths resolved, durations and sizes as strings.
+// Credentials show only environment variable names and file paths, never a
+// value. Parsing the result gives back an equal Config.
+func (c *Config) Effective() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(c.effective()); err != nil {
+		return nil, fmt.Errorf("config: encode effective settings: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("config: encode effective settings: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// EffectiveJSON is Effective as indented JSON (also a valid configuration).
+func (c *Config) EffectiveJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(c.effective()); err != nil {
+		return nil, fmt.Errorf("config: encode effective settings: %w", err)
+	}
+	return buf.Bytes(), nil
+}

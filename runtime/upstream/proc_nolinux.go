@@ -1,0 +1,8 @@
+//go:build unix && !linux
+
+package upstream
+
+import "syscall"
+
+// setDeathSignal has no portable equivalent outside Linux.
+func setDeathSignal(*syscall.SysProcAttr) {}
