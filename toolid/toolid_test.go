@@ -215,18 +215,18 @@ func TestHash8PythonEscaping(t *testing.T) {
 
 func TestNamespace(t *testing.T) {
 	cases := map[string]string{
-		"github":                        "github",
-		"GitHub":                        "github",
-		"MCP Yahoo Finance":             "mcp-yahoo-finance",
-		"MCP Server: Mermaid Validator": "mcp-server-mermaid-validator",
+		"github":                          "github",
+		"GitHub":                          "github",
+		"MCP Yahoo Finance":               "mcp-yahoo-finance",
+		"MCP Server: Mermaid Validator":   "mcp-server-mermaid-validator",
 		"Bazi MCP (八字 MCP) by Cantian AI": "bazi-mcp-mcp-by-cantian-ai",
-		"鸣潮 MCP Server":                 "mcp-server",
-		"鸣潮":                            "",
-		"12306-mcp":                     "ns-12306-mcp",
-		"__x__":                         "x",
-		"Data.gov MCP Server":           "data-gov-mcp-server",
-		"snake_case_server":             "snake_case_server",
-		strings.Repeat("ab ", 40):       strings.TrimRight(strings.Repeat("ab-", 22)[:64], "-"),
+		"鸣潮 MCP Server":                   "mcp-server",
+		"鸣潮":                              "",
+		"12306-mcp":                       "ns-12306-mcp",
+		"__x__":                           "x",
+		"Data.gov MCP Server":             "data-gov-mcp-server",
+		"snake_case_server":               "snake_case_server",
+		strings.Repeat("ab ", 40):         strings.TrimRight(strings.Repeat("ab-", 22)[:64], "-"),
 	}
 	for in, want := range cases {
 		got := Namespace(in)

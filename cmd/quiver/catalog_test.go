@@ -143,9 +143,15 @@ func TestCatalogSharedVectors(t *testing.T) {
 		t.Skip("../shared not beside the checkout")
 	}
 	var v struct {
-		Tools     []struct{ ToolID string `json:"tool_id"` }
-		Resources []struct{ ResourceID string `json:"resource_id"` }
-		Prompts   []struct{ PromptID string `json:"prompt_id"` }
+		Tools []struct {
+			ToolID string `json:"tool_id"`
+		}
+		Resources []struct {
+			ResourceID string `json:"resource_id"`
+		}
+		Prompts []struct {
+			PromptID string `json:"prompt_id"`
+		}
 	}
 	data, _ := os.ReadFile("../../../shared/vectors/ids.json")
 	if err := json.Unmarshal(data, &v); err != nil {

@@ -62,6 +62,9 @@ func newRootCmd() *cobra.Command {
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.AddCommand(newCatalogCmd())
+	root.AddCommand(newBenchCmd())
+	root.AddCommand(newConfigCmd())
+	root.AddCommand(newServeCmd())
 	return root
 }
 

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/quiver-mcp/quiver/runtime/config"
+)
+
+func TestConfigCheckExample(t *testing.T) {
+	t.Setenv("HOME", "/home/op")
+	t.Setenv("XDG_STATE_HOME", "")
+	const file = "../../examples/quiver.yaml"
+	code, out, errs := runCLI(t, "config", "check", "--config", file)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{
+		"mode: gateway\n",
+		"  transport: stdio\n",
+		"state_dir: /home/op/.local/state/quiver\n",
+		"  - name: everything\n    command: [npx, -y, '@modelcontextprotocol/server-everything']\n",
+		"  - name: filesystem\n",
+		"  - name: memory\n",
+		"      bearer_env: DOCS_TOKEN\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// What check prints is itself a valid configuration, equal to the file's.
+	want, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := config.Parse(file, []byte(out), want.Dir)
+	if err != nil {
+		t.Fatalf("effective settings do not load: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("effective settings differ from the file:\n%+v\n%+v", got, want)
+	}
+
+	code, out, errs = runCLI(t, "config", "check", "--config", file, "--json")
+	if code != 0 {
+		t.Fatalf("--json: exit %d: %s", code, errs)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("--json output is not JSON: %v\n%s", err, out)
+	}
+	if doc["mode"] != "gateway" || len(doc["upstreams"].([]any)) != 4 {
+		t.Fatalf("--json: %v", doc)
+	}
+}
+
+func TestConfigCheckInvalid(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "quiver.yaml")
+	src := "upstreams:\n  - name: a\n    command: [x]\n  - name: b\n    url: http://h/mcp\n    trust_level: high\n"
+	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "config", "check", "--config", file)
+	if code != 2 || out != "" {
+		t.Fatalf("exit %d, stdout %q", code, out)
+	}
+	want := "quiver: " + file + ":6:5: upstreams[1].trust_level: must be one of internal, verified, community, unknown\n"
+	if errs != want {
+		t.Fatalf("stderr\n got %q\nwant %q", errs, want)
+	}
+
+	code, _, errs = runCLI(t, "config", "check", "--config", filepath.Join(dir, "missing.yaml"))
+	if code != 2 || !strings.HasSuffix(errs, "missing.yaml: cannot open: no such file or directory\n") || strings.Count(errs, "\n") != 1 {
+		t.Fatalf("missing file: exit %d, %q", code, errs)
+	}
+	code, _, _ = runCLI(t, "config", "check", "--bogus")
+	if code != 2 {
+		t.Fatalf("bad flag: exit %d", code)
+	}
+}
+
+func TestConfigCheckSearch(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("HOME", dir)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "xdg"))
+	t.Setenv("XDG_STATE_HOME", "")
+
+	// Nothing to find: the built-in defaults.
+	code, out, errs := runCLI(t, "config", "check")
+	if code != 0 || !strings.Contains(errs, "no configuration file found") || !strings.Contains(out, "upstreams: []\n") {
+		t.Fatalf("exit %d, stderr %q, stdout:\n%s", code, errs, out)
+	}
+
+	// $XDG_CONFIG_HOME/quiver/config.yaml, then ./quiver.yaml before it.
+	xdg := filepath.Join(dir, "xdg", "quiver")
+	if err := os.MkdirAll(xdg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(xdg, "config.yaml"), []byte("mode: proxy\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = runCLI(t, "config", "check")
+	if code != 0 || !strings.HasPrefix(out, "mode: proxy\n") {
+		t.Fatalf("xdg: exit %d, %s\n%s", code, errs, out)
+	}
+	if err := os.WriteFile("quiver.yaml", []byte("mode: direct\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = runCLI(t, "config", "check")
+	if code != 0 || !strings.HasPrefix(out, "mode: direct\n") {
+		t.Fatalf("cwd: exit %d, %s\n%s", code, errs, out)
+	}
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/quiver-mcp/quiver/runtime"
+	"github.com/quiver-mcp/quiver/runtime/config"
+	"github.com/spf13/cobra"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func newServeCmd() *cobra.Command {
+	var (
+		cfgFile, catalogFile, httpAddr string
+		gateway, proxy                 bool
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the fleet over MCP (stdio by default, --http ADDR for streamable HTTP)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var cfg *config.Config
+			switch {
+			case cfgFile != "" && catalogFile != "":
+				return usageError(errors.New("give --config or --catalog, not both"))
+			case cfgFile != "":
+				c, err := config.Load(cfgFile)
+				if err != nil {
+					return usageError(err)
+				}
+				cfg = c
+			case catalogFile != "":
+				cfg = config.FromCatalog(catalogFile)
+			default:
+				return usageError(errors.New("give --config FILE or --catalog FILE"))
+			}
+			if gateway && proxy {
+				return usageError(errors.New("give --gateway or --proxy, not both"))
+			}
+			if gateway {
+				cfg.Mode = config.ModeGateway
+			}
+			if proxy {
+				cfg.Mode = config.ModeProxy
+			}
+			if httpAddr != "" {
+				cfg.Listen.Transport = config.TransportHTTP
+				cfg.Listen.Addr = httpAddr
+			}
+			return serve(cmd.Context(), cfg, cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfgFile, "config", "", "configuration file (YAML or JSON)")
+	f.StringVar(&catalogFile, "catalog", "", "serve a static catalog file without a configuration")
+	f.BoolVar(&gateway, "gateway", false, "gateway mode: meta-tools only, tools found with tool_browse")
+	f.BoolVar(&proxy, "proxy", false, "transparent proxy mode: every tool listed as a stripped entry")
+	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on ADDR (path /mcp, plus /healthz and /metrics) instead of stdio")
+	return cmd
+}
+
+// serve builds the runtime from cfg and serves it until the client leaves
+// (stdio) or SIGINT/SIGTERM arrives; upstream children are reaped on the
+// way out.
+func serve(parent context.Context, cfg *config.Config, logOut interface{ Write([]byte) (int, error) }) error {
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	// Logs go to stderr: on stdio, stdout carries the protocol.
+	hopts := &slog.HandlerOptions{Level: cfg.Log.SlogLevel()}
+	var handler slog.Handler = slog.NewTextHandler(logOut, hopts)
+	if cfg.Log.Format == "json" {
+		handler = slog.NewJSONHandler(logOut, hopts)
+	}
+	log := slog.New(handler)
+
+	opts, err := runtime.FromConfig(cfg, os.LookupEnv, log)
+	if err != nil {
+		return usageError(err)
+	}
+	opts.Version = version
+	rt, err := runtime.New(opts)
+	if err != nil {
+		return usageError(err)
+	}
+	defer rt.Close()
+	if err := rt.Start(ctx); err != nil {
+		return err
+	}
+	switch cfg.Listen.Transport {
+	case config.TransportHTTP:
+		o := runtime.HTTPOptions{Addr: cfg.Listen.Addr, Path: cfg.Listen.Path}
+		scheme := "http"
+		if cfg.Listen.TLS != nil {
+			o.CertFile, o.KeyFile, scheme = cfg.Listen.TLS.Cert, cfg.Listen.TLS.Key, "https"
+		}
+		o.Ready = func(a net.Addr) {
+			log.Info("serving streamable HTTP", "addr", a.String(), "path", cfg.Listen.Path, "mode", string(opts.Mode), "tls", scheme == "https")
+			fmt.Fprintf(logOut, "quiver: listening on %s://%s%s\n", scheme, a.String(), cfg.Listen.Path)
+		}
+		return rt.ServeHTTP(ctx, o)
+	default:
+		log.Info("serving stdio", "mode", string(opts.Mode))
+		return rt.ServeStdio(ctx)
+	}
+}

@@ -1,0 +1,80 @@
+package router_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/quiver-mcp/quiver/benchmarks"
+	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/router"
+	"github.com/quiver-mcp/quiver/toolid"
+)
+
+// BenchmarkNewIndex builds the index over the real 3,6k-tool catalog.
+func BenchmarkNewIndex(b *testing.B) {
+	items, _ := loadReal(b)
+	b.ResetTimer()
+	for b.Loop() {
+		x, err := router.NewIndex(items, router.IndexOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		x.Close()
+	}
+}
+
+// BenchmarkSearchX10 runs the labelled queries against a synthetic
+// catalog ten times the size of the real one.
+func BenchmarkSearchX10(b *testing.B) {
+	const dir = "../../shared/data"
+	src, err := catalog.LoadFile(dir + "/tools.jsonl")
+	if err != nil {
+		b.Skip("shared data not present")
+	}
+	syn, _ := benchmarks.Synthesize(src, 10, 1)
+	snap, err := benchmarks.IngestSource(syn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, qs := loadReal(b)
+	x, err := router.NewIndex(snap.Items(toolid.KindTool), router.IndexOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	searchEach(b, x, qs)
+}
+
+// BenchmarkSearch runs the labelled queries (k=10) round robin against the
+// real catalog.
+func BenchmarkSearch(b *testing.B) {
+	items, qs := loadReal(b)
+	x, err := router.NewIndex(items, router.IndexOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	searchEach(b, x, qs)
+}
+
+func searchEach(b *testing.B, x *router.Index, qs []benchmarks.Query) {
+	ctx := context.Background()
+	for _, src := range benchmarks.Sources(qs) {
+		var texts []string
+		for _, q := range qs {
+			if q.Source == src {
+				texts = append(texts, q.Text)
+			}
+		}
+		b.Run(src, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := x.Search(ctx, texts[i%len(texts)], 10); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}

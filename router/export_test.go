@@ -1,0 +1,72 @@
+package router
+
+import (
+	"context"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/quiver-mcp/quiver/catalog"
+)
+
+// Tuning hooks for the external tests (tune_test.go).
+
+// Config mirrors config with exported fields for the tuning harness.
+type Config struct {
+	Analyzer     [numFields]string
+	Boost        [numFields]float64
+	Structure    int
+	JoinRuns     bool
+	Decompound   bool
+	KeepDigits   bool
+	ServerWeight float64
+	ServerTop    int
+	Candidates   int
+	Nested       bool
+	QueryStop    bool
+	FlatIDF      bool
+	Enums        bool
+	Combined     bool
+	Abbrev       int
+	AbbrevWeight float64
+	NoSplit      bool
+}
+
+// Analyzer names and structures for the harness.
+const (
+	AnEnglish = anEnglish
+	AnPlain   = anPlain
+	AnStem    = anStem
+	AnStop    = anStop
+	AnLight   = anLight
+	AnSnow    = anSnow
+
+	ByWord  = int(byWord)
+	ByField = int(byField)
+	Flat    = int(flat)
+)
+
+// DefaultConfig returns the measured default configuration.
+func DefaultConfig() Config {
+	c := defaultConfig()
+	return Config{Analyzer: c.analyzer, Boost: c.boost, Structure: int(c.structure), JoinRuns: c.joinRuns,
+		Decompound: c.decompound, KeepDigits: c.keepDigits, ServerWeight: c.serverWeight, ServerTop: c.serverTop,
+		Candidates: c.candidates, Nested: c.nested, QueryStop: c.queryStop, FlatIDF: c.flatIDF, Enums: c.enums,
+		Combined: c.combined, Abbrev: c.abbrev, AbbrevWeight: c.abbrevWeight, NoSplit: c.noSplit}
+}
+
+// NewIndexConfig builds an index with explicit knobs.
+func NewIndexConfig(items []*catalog.Item, c Config) (*Index, error) {
+	return newIndex(items, config{analyzer: c.Analyzer, boost: c.Boost, structure: structure(c.Structure),
+		joinRuns: c.JoinRuns, decompound: c.Decompound, keepDigits: c.KeepDigits, serverWeight: c.ServerWeight,
+		serverTop: c.ServerTop, candidates: c.Candidates, nested: c.Nested, queryStop: c.QueryStop,
+		flatIDF: c.FlatIDF, enums: c.Enums, combined: c.Combined, abbrev: c.Abbrev, abbrevWeight: c.AbbrevWeight, noSplit: c.NoSplit})
+}
+
+// BoundaryTie reports whether the bleve hits of q tie across position size.
+func BoundaryTie(x *Index, q string, size int) bool {
+	bq := x.buildQuery(x.queryWords(q))
+	if bq == nil {
+		return false
+	}
+	res, err := x.idx.SearchInContext(context.Background(), bleve.NewSearchRequestOptions(bq, size+1, 0, false))
+	return err == nil && len(res.Hits) == size+1 && res.Hits[size].Score == res.Hits[size-1].Score
+}

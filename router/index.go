@@ -1,0 +1,349 @@
+package router
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/index/scorch"
+	"github.com/blevesearch/bleve/v2/search"
+	"github.com/blevesearch/bleve/v2/search/query"
+
+	"github.com/quiver-mcp/quiver/catalog"
+)
+
+// ErrClosed is returned by Search on a closed Index.
+var ErrClosed = errors.New("router index is closed")
+
+// IndexOptions configure NewIndex. The zero value is the measured default.
+type IndexOptions struct {
+	// ServerWeight sets how much a tool's score is lifted by the best
+	// scores of its server's tools (server-level evidence: multi-step tasks
+	// often need several tools of one server). 0 keeps the default (1), a
+	// negative value turns it off.
+	ServerWeight float64
+}
+
+// Index is an in-memory BM25 index over catalog items (bleve, scorch). It
+// ranks items for plain-words queries. Search is safe for concurrent use;
+// Close releases the index.
+//
+// Each item is indexed as five fields: its name, its server (server name,
+// namespace, card tags), its description, its parameter names and its
+// parameter descriptions. Identifiers are split into words (snake_case,
+// kebab-case, camelCase, dots, digits), camelCase runs are also kept whole,
+// and name words made of known words are decompounded ("appconfig": app,
+// config) with a vocabulary drawn from the catalog itself. A query is
+// split the same way and matched word by word against every field with
+// per-field boosts; the best candidates are then lifted by the scores of
+// their server's best tools.
+type Index struct {
+	cfg   config
+	items map[string]*catalog.Item
+
+	// analyzers holds each distinct field analyzer once, with the fields
+	// it serves: query words are analyzed once per analyzer.
+	analyzers []queryAnalyzer
+	// df holds each term's document frequency per field, so that query
+	// terms absent from a field cost nothing.
+	df    map[string][numFields]uint32
+	total uint64
+	// voc decompounds query words (nil when off); names holds the
+	// lower-cased words of item names, for abbreviations.
+	voc   *vocabulary
+	names map[string]bool
+
+	mu     sync.RWMutex // guards idx against Close during Search
+	idx    bleve.Index
+	closed bool
+}
+
+type queryAnalyzer struct {
+	an     analysis.Analyzer
+	fields []field
+}
+
+// NewIndex builds an in-memory BM25 index over items in one batch. Items
+// are not copied and must not be modified afterwards; their ids must be
+// distinct.
+func NewIndex(items []*catalog.Item, opts IndexOptions) (*Index, error) {
+	cfg := defaultConfig()
+	switch {
+	case opts.ServerWeight < 0:
+		cfg.serverWeight = 0
+	case opts.ServerWeight > 0:
+		cfg.serverWeight = opts.ServerWeight
+	}
+	return newIndex(items, cfg)
+}
+
+func newIndex(items []*catalog.Item, cfg config) (*Index, error) {
+	if cfg.serverTop < 1 {
+		cfg.serverTop = 1
+	}
+	m, err := newMapping(cfg)
+	if err != nil {
+		return nil, err
+	}
+	x := &Index{cfg: cfg, items: make(map[string]*catalog.Item, len(items))}
+	if cfg.abbrev > 0 {
+		x.names = map[string]bool{}
+	}
+
+	// Gather text and the catalog's vocabulary first: decompounding needs
+	// the whole vocabulary.
+	texts := make([]itemText, 0, len(items))
+	kept := make([]*catalog.Item, 0, len(items))
+	voc := newVocabulary()
+	for _, it := range items {
+		if it == nil {
+			continue
+		}
+		if _, dup := x.items[it.ID]; dup {
+			return nil, fmt.Errorf("router: item id %q listed twice", it.ID)
+		}
+		x.items[it.ID] = it
+		t := textOf(it, &x.cfg)
+		if cfg.decompound {
+			for f := range numFields {
+				for _, s := range t[f] {
+					voc.add(s, f == fieldDesc)
+				}
+			}
+		}
+		if x.names != nil {
+			for _, s := range t[fieldName] {
+				eachRun(s, cfg.keepDigits, func(_ string, parts []string) {
+					for _, p := range parts {
+						x.names[lowerASCII(p)] = true
+					}
+				})
+			}
+		}
+		texts = append(texts, t)
+		kept = append(kept, it)
+	}
+	if cfg.decompound {
+		x.voc = voc
+	}
+
+	idx, err := bleve.NewUsing("", m, scorch.Name, scorch.Name, nil)
+	if err != nil {
+		return nil, fmt.Errorf("router: new index: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = idx.Close()
+		}
+	}()
+	db := &docBuilder{cfg: &x.cfg, voc: x.voc, memo: map[string][]string{}}
+	b := idx.NewBatch()
+	for i, it := range kept {
+		if err := b.Index(it.ID, db.doc(&texts[i])); err != nil {
+			return nil, fmt.Errorf("router: index %s: %w", it.ID, err)
+		}
+	}
+	if err := idx.Batch(b); err != nil {
+		return nil, fmt.Errorf("router: index batch: %w", err)
+	}
+	x.total = uint64(len(kept))
+
+	x.df = map[string][numFields]uint32{}
+	for f := range numFields {
+		if err := fieldDF(idx, f, x.df); err != nil {
+			return nil, err
+		}
+	}
+	seen := map[string]int{}
+	for f := range numFields {
+		if cfg.boost[f] <= 0 {
+			continue
+		}
+		name := cfg.analyzer[f]
+		if i, found := seen[name]; found {
+			x.analyzers[i].fields = append(x.analyzers[i].fields, f)
+			continue
+		}
+		an := m.AnalyzerNamed(name)
+		if an == nil {
+			return nil, fmt.Errorf("router: no analyzer %q", name)
+		}
+		seen[name] = len(x.analyzers)
+		x.analyzers = append(x.analyzers, queryAnalyzer{an: an, fields: []field{f}})
+	}
+	x.idx = idx
+	ok = true
+	return x, nil
+}
+
+// fieldDF reads the document frequency of every term of field f into df.
+func fieldDF(idx bleve.Index, f field, df map[string][numFields]uint32) error {
+	d, err := idx.FieldDict(fieldNames[f])
+	if err != nil {
+		return fmt.Errorf("router: field dictionary %s: %w", fieldNames[f], err)
+	}
+	for {
+		e, err := d.Next()
+		if err != nil {
+			_ = d.Close()
+			return fmt.Errorf("router: field dictionary %s: %w", fieldNames[f], err)
+		}
+		if e == nil {
+			break
+		}
+		v := df[e.Term]
+		v[f] = uint32(min(e.Count, math.MaxUint32))
+		df[e.Term] = v
+	}
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("router: field dictionary %s: %w", fieldNames[f], err)
+	}
+	return nil
+}
+
+// Len returns the number of indexed items.
+func (x *Index) Len() int { return len(x.items) }
+
+// Search returns the k best items for a plain-words query, ordered by score
+// descending, then id ascending (spec 003 §2.5). k must be in 1..MaxTopK
+// and the query must not be blank; otherwise the error matches
+// ErrArgsInvalid. A query that matches nothing returns no hits and no
+// error. Search honours ctx's cancellation.
+func (x *Index) Search(ctx context.Context, q string, k int) ([]Hit, error) {
+	if k < 1 || k > MaxTopK {
+		return nil, fmt.Errorf("top_k %d out of range 1..%d: %w", k, MaxTopK, ErrArgsInvalid)
+	}
+	if strings.TrimSpace(q) == "" {
+		return nil, fmt.Errorf("empty query: %w", ErrArgsInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	bq := x.buildQuery(x.queryWords(q))
+	if bq == nil {
+		return nil, nil // only stop words, or words no item has
+	}
+	size := k
+	if x.cfg.serverWeight > 0 {
+		size = max(k, x.cfg.candidates)
+	}
+
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.closed {
+		return nil, ErrClosed
+	}
+	hits, err := x.top(ctx, bq, size, k)
+	if err != nil {
+		return nil, err
+	}
+	return x.rank(hits, k), nil
+}
+
+// top returns the best bleve hits of q, at most size and at least k of
+// them when that many match, ordered by score descending, then id
+// ascending. Which items make a cut must not depend on bleve's internal
+// document order (it varies between builds), and sorting on ids in bleve
+// loads the id of every matching document, which dominates the cost of a
+// search. So top sorts on score alone and asks for one hit more than size:
+// when that one does not tie with the last, the set is exact and rank
+// settles the order of its ties. When it does, the group of hits tied at
+// the cut is dropped whole if at least k hits remain; otherwise top
+// searches again sorted on ids.
+func (x *Index) top(ctx context.Context, q query.Query, size, k int) (search.DocumentMatchCollection, error) {
+	req := bleve.NewSearchRequestOptions(q, size+1, 0, false)
+	res, err := x.idx.SearchInContext(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("router: search: %w", err)
+	}
+	hits := res.Hits
+	if len(hits) <= size {
+		return hits, nil
+	}
+	last := hits[size].Score
+	cut := size
+	for cut > 0 && hits[cut-1].Score == last {
+		cut--
+	}
+	if cut >= k {
+		return hits[:cut], nil
+	}
+	req = bleve.NewSearchRequestOptions(q, size, 0, false)
+	req.SortBy([]string{"-_score", "_id"})
+	if res, err = x.idx.SearchInContext(ctx, req); err != nil {
+		return nil, fmt.Errorf("router: search: %w", err)
+	}
+	return res.Hits, nil
+}
+
+// rank turns bleve hits (in score order) into the k best Hits, ordered by
+// score descending, then id ascending, lifting each by the mean of its
+// server's serverTop best scores.
+func (x *Index) rank(dms search.DocumentMatchCollection, k int) []Hit {
+	hits := make([]Hit, 0, len(dms))
+	for _, dm := range dms {
+		if it := x.items[dm.ID]; it != nil {
+			hits = append(hits, Hit{Item: it, Score: dm.Score})
+		}
+	}
+	sortHits(hits) // ties in id order
+	if w := x.cfg.serverWeight; w > 0 && len(hits) > 1 {
+		type agg struct {
+			sum float64
+			n   int
+		}
+		servers := make(map[string]agg, len(hits))
+		for _, h := range hits { // in score order: the first serverTop are the best
+			a := servers[h.Item.Namespace]
+			if a.n < x.cfg.serverTop {
+				a.sum += h.Score
+				a.n++
+				servers[h.Item.Namespace] = a
+			}
+		}
+		top := float64(x.cfg.serverTop)
+		for i := range hits {
+			hits[i].Score += w * servers[hits[i].Item.Namespace].sum / top
+		}
+		sortHits(hits)
+	}
+	if len(hits) > k {
+		hits = hits[:k:k]
+	}
+	return hits
+}
+
+// sortHits orders hits by score descending, then id ascending.
+func sortHits(hits []Hit) {
+	slices.SortFunc(hits, func(a, b Hit) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Item.ID, b.Item.ID)
+	})
+}
+
+// Close releases the bleve index. It waits for searches in flight; later
+// searches fail with ErrClosed. Close is idempotent.
+func (x *Index) Close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return nil
+	}
+	x.closed = true
+	err := x.idx.Close()
+	x.idx = nil
+	if err != nil {
+		return fmt.Errorf("router: close index: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,204 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/runtime/upstream"
+)
+
+// conn is one upstream as the runtime uses it: a live MCP client or a static
+// catalog file. Errors are classified *upstream.Error values.
+type conn interface {
+	// name is the configured upstream name: the server_id and namespace.
+	name() string
+	// listing returns the upstream's current tools, resources and prompts,
+	// each stamped with the upstream's name as its server.
+	listing(ctx context.Context) (catalog.Source, error)
+	// The calls take the catalog item they address: its UpstreamName is the
+	// original name (or uri) to dispatch with.
+	callTool(ctx context.Context, it *catalog.Item, args map[string]any) (*mcp.CallToolResult, error)
+	readResource(ctx context.Context, it *catalog.Item) (*mcp.ReadResourceResult, error)
+	getPrompt(ctx context.Context, it *catalog.Item, args map[string]string) (*mcp.GetPromptResult, error)
+}
+
+// liveConn adapts a supervised upstream.Client.
+type liveConn struct {
+	c *upstream.Client
+}
+
+func (l liveConn) name() string { return l.c.Name() }
+
+func (l liveConn) listing(ctx context.Context) (catalog.Source, error) {
+	var src catalog.Source
+	tools, err := l.c.ListTools(ctx)
+	if err != nil {
+		return src, err
+	}
+	server := l.c.Name()
+	for _, t := range tools {
+		def := catalog.ToolDef{Server: server, Name: t.Name, Title: t.Title, Description: t.Description, Meta: t.Meta}
+		if def.InputSchema, err = rawJSON(t.InputSchema); err != nil {
+			return src, fmt.Errorf("tool %q input schema: %w", t.Name, err)
+		}
+		if def.OutputSchema, err = rawJSON(t.OutputSchema); err != nil {
+			return src, fmt.Errorf("tool %q output schema: %w", t.Name, err)
+		}
+		if t.Annotations != nil {
+			var m map[string]any
+			if b, err := json.Marshal(t.Annotations); err == nil && json.Unmarshal(b, &m) == nil && len(m) > 0 {
+				def.Annotations = m
+			}
+		}
+		src.Tools = append(src.Tools, def)
+	}
+	resources, err := l.c.ListResources(ctx)
+	if err != nil {
+		return src, err
+	}
+	for _, r := range resources {
+		def := catalog.ResourceDef{Server: server, URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MIMEType: r.MIMEType, Size: r.Size, Meta: r.Meta}
+		src.Resources = append(src.Resources, def)
+	}
+	prompts, err := l.c.ListPrompts(ctx)
+	if err != nil {
+		return src, err
+	}
+	for _, p := range prompts {
+		def := catalog.PromptDef{Server: server, Name: p.Name, Title: p.Title, Description: p.Description, Meta: p.Meta}
+		for _, a := range p.Arguments {
+			def.Arguments = append(def.Arguments, catalog.PromptArgument{Name: a.Name, Title: a.Title, Description: a.Description, Required: a.Required})
+		}
+		src.Prompts = append(src.Prompts, def)
+	}
+	return src, nil
+}
+
+func (l liveConn) callTool(ctx context.Context, it *catalog.Item, args map[string]any) (*mcp.CallToolResult, error) {
+	return l.c.CallTool(ctx, it.UpstreamName, args)
+}
+
+func (l liveConn) readResource(ctx context.Context, it *catalog.Item) (*mcp.ReadResourceResult, error) {
+	return l.c.ReadResource(ctx, it.UpstreamName)
+}
+
+func (l liveConn) getPrompt(ctx context.Context, it *catalog.Item, args map[string]string) (*mcp.GetPromptResult, error) {
+	return l.c.GetPrompt(ctx, it.UpstreamName, args)
+}
+
+func rawJSON(v any) (json.RawMessage, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if string(b) == "null" {
+		return nil, nil
+	}
+	return b, nil
+}
+
+// staticConn serves a catalog file: its listings, and canned results. A
+// tool whose record carries no canned result answers with its arguments
+// echoed, which makes a static catalog a working fleet for tests and demos.
+type staticConn struct {
+	upstreamName string
+	src          catalog.Source
+	tools        map[string]*catalog.ToolDef
+	resources    map[string]*catalog.ResourceDef
+	prompts      map[string]*catalog.PromptDef
+}
+
+func newStaticConn(name string, src catalog.Source) *staticConn {
+	s := &staticConn{upstreamName: name, tools: map[string]*catalog.ToolDef{}, resources: map[string]*catalog.ResourceDef{}, prompts: map[string]*catalog.PromptDef{}}
+	// A static file may hold tools of many servers (the shared catalogs
+	// do); they keep their own server names so ids stay those of the file.
+	stamp := func(server string) string {
+		if server == "" {
+			return name
+		}
+		return server
+	}
+	for _, t := range src.Tools {
+		t.Server = stamp(t.Server)
+		s.src.Tools = append(s.src.Tools, t)
+	}
+	for _, r := range src.Resources {
+		r.Server = stamp(r.Server)
+		s.src.Resources = append(s.src.Resources, r)
+	}
+	for _, p := range src.Prompts {
+		p.Server = stamp(p.Server)
+		s.src.Prompts = append(s.src.Prompts, p)
+	}
+	for i := range s.src.Tools {
+		t := &s.src.Tools[i]
+		if _, dup := s.tools[staticKey(t.Server, t.Name)]; !dup {
+			s.tools[staticKey(t.Server, t.Name)] = t
+		}
+	}
+	for i := range s.src.Resources {
+		r := &s.src.Resources[i]
+		s.resources[staticKey(r.Server, r.URI)] = r
+	}
+	for i := range s.src.Prompts {
+		p := &s.src.Prompts[i]
+		s.prompts[staticKey(p.Server, p.Name)] = p
+	}
+	return s
+}
+
+func staticKey(server, name string) string { return server + "\x00" + name }
+
+func (s *staticConn) name() string { return s.upstreamName }
+
+func (s *staticConn) listing(context.Context) (catalog.Source, error) { return s.src, nil }
+
+func (s *staticConn) callTool(_ context.Context, it *catalog.Item, args map[string]any) (*mcp.CallToolResult, error) {
+	t, ok := s.tools[staticKey(it.Server, it.UpstreamName)]
+	if !ok {
+		return nil, &upstream.Error{Code: upstream.CodeUpstreamError, Err: fmt.Errorf("unknown tool")}
+	}
+	if len(t.Result) > 0 {
+		var res mcp.CallToolResult
+		if err := json.Unmarshal(t.Result, &res); err == nil && (len(res.Content) > 0 || res.StructuredContent != nil) {
+			return &res, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(t.Result)}}}, nil
+	}
+	echo, err := json.Marshal(args)
+	if err != nil {
+		return nil, &upstream.Error{Code: upstream.CodeUpstreamError, Err: err}
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(echo)}}, StructuredContent: json.RawMessage(echo)}, nil
+}
+
+func (s *staticConn) readResource(_ context.Context, it *catalog.Item) (*mcp.ReadResourceResult, error) {
+	r, ok := s.resources[staticKey(it.Server, it.UpstreamName)]
+	if !ok {
+		return nil, &upstream.Error{Code: upstream.CodeUpstreamError, Err: fmt.Errorf("unknown resource")}
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.URI, MIMEType: r.MIMEType, Text: r.Text}}}, nil
+}
+
+func (s *staticConn) getPrompt(_ context.Context, it *catalog.Item, args map[string]string) (*mcp.GetPromptResult, error) {
+	p, ok := s.prompts[staticKey(it.Server, it.UpstreamName)]
+	if !ok {
+		return nil, &upstream.Error{Code: upstream.CodeUpstreamError, Err: fmt.Errorf("unknown prompt")}
+	}
+	res := &mcp.GetPromptResult{Description: p.Description}
+	if len(p.Messages) > 0 {
+		if err := json.Unmarshal(p.Messages, &res.Messages); err != nil {
+			return nil, &upstream.Error{Code: upstream.CodeUpstreamError, Err: fmt.Errorf("canned messages: %w", err)}
+		}
+		return res, nil
+	}
+	text, _ := json.Marshal(args)
+	res.Messages = []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: p.Name + " " + string(text)}}}
+	return res, nil
+}

@@ -1,0 +1,239 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/choicecard"
+	"github.com/quiver-mcp/quiver/toolid"
+)
+
+// Meta-tool names.
+const (
+	ToolBrowse  = "tool_browse"
+	ToolHydrate = "tool_hydrate"
+	ToolExecute = "tool_execute"
+	ToolView    = "tool_view"
+)
+
+// maxMetaArgs bounds the arguments of one meta-tool call; larger requests
+// are refused before they are decoded.
+const maxMetaArgs = 4 << 20
+
+var browseSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"properties":{` +
+	`"query":{"type":"string","minLength":1,"maxLength":2000,"description":"What you want to do, in plain words."},` +
+	`"path":{"type":"string","maxLength":1024,"description":"A catalog path to list, e.g. \"/\" or \"/github/issues\"; ids of internal cards are paths."},` +
+	`"top_k":{"type":"integer","minimum":1,"maximum":50,"description":"Cards to return (default 10)."},` +
+	`"cursor":{"type":"string","maxLength":512,"description":"next_cursor of a previous path browse, for the next page."}}}`)
+
+var hydrateSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"required":["tool_id"],"properties":{` +
+	`"tool_id":{"type":"string","minLength":1,"maxLength":256,"description":"The id of a card."}}}`)
+
+var executeSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"required":["tool_id"],"properties":{` +
+	`"tool_id":{"type":"string","minLength":1,"maxLength":256,"description":"The id of the tool to run."},` +
+	`"args":{"type":"object","description":"Arguments, as the tool's inputSchema (tool_hydrate) defines them."},` +
+	`"dry_run":{"type":"boolean","description":"Validate and report without running the tool."}}}`)
+
+var viewSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"required":["handle","selector"],"properties":{` +
+	`"handle":{"type":"string","minLength":1,"maxLength":256,"description":"An artifact handle from a tool_execute result."},` +
+	`"selector":{"type":"object","description":"What to read, e.g. {\"type\":\"lines\",\"start\":1,\"end\":40} or {\"type\":\"grep\",\"pattern\":\"ERROR\"}."}}}`)
+
+func (r *Runtime) metaTools() []*mcp.Tool {
+	browse := &mcp.Tool{Name: ToolBrowse, InputSchema: browseSchema,
+		Description: "Find tools. Give a plain-words query, or a path to navigate the catalog from \"/\". Returns short cards; call tool_hydrate for a tool's full schema, tool_execute to run it.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)}}
+	hydrate := &mcp.Tool{Name: ToolHydrate, InputSchema: hydrateSchema,
+		Description: "Get one tool's full definition (description, inputSchema, annotations) by its card id.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)}}
+	execute := &mcp.Tool{Name: ToolExecute, InputSchema: executeSchema,
+		Description: "Run a tool by id with arguments matching its inputSchema. Returns a result envelope; large results come back as artifacts to read with tool_view."}
+	view := &mcp.Tool{Name: ToolView, InputSchema: viewSchema,
+		Description: "Read a slice of an artifact returned by tool_execute: head, lines, bytes, json_pointer, json_keys, grep or rows.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)}}
+	if r.opts.Mode == ModeProxy {
+		return []*mcp.Tool{hydrate, execute, view}
+	}
+	return []*mcp.Tool{browse, hydrate, execute, view}
+}
+
+// decodeArgs decodes meta-tool arguments strictly: unknown fields, wrong
+// types and trailing data are ARGS_INVALID.
+func decodeArgs(raw json.RawMessage, v any) *Error {
+	if len(raw) > maxMetaArgs {
+		return newError(CodeArgsInvalid, "arguments exceed %d bytes", maxMetaArgs)
+	}
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te):
+			return newError(CodeArgsInvalid, "field %q must be %s", te.Field, jsonKind(te.Type.Kind().String())).withPath(te.Field)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return newError(CodeArgsInvalid, "unknown field %q", field).withPath(field)
+		default:
+			return newError(CodeArgsInvalid, "arguments are not a valid JSON object: %v", err)
+		}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return newError(CodeArgsInvalid, "unexpected data after the arguments object")
+	}
+	return nil
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "int", "int64", "float64":
+		return "a number"
+	case "map":
+		return "an object"
+	case "slice":
+		return "an array"
+	}
+	return "of another type"
+}
+
+type browseArgs struct {
+	Query  *string `json:"query"`
+	Path   *string `json:"path"`
+	TopK   *int    `json:"top_k"`
+	Cursor string  `json:"cursor"`
+}
+
+// browseResult is tool_browse's structured content.
+type browseResult struct {
+	Cards      []choicecard.Card `json:"cards"`
+	NextCursor string            `json:"next_cursor,omitempty"`
+	Total      int               `json:"total,omitempty"`
+}
+
+func (r *Runtime) handleBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return r.instrument(ToolBrowse, func() (*mcp.CallToolResult, *Error) {
+		var a browseArgs
+		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
+			return nil, e
+		}
+		return r.browse(ctx, req.Session, toolid.KindTool, a)
+	})
+}
+
+func (r *Runtime) browse(ctx context.Context, ss *mcp.ServerSession, kind toolid.Kind, a browseArgs) (*mcp.CallToolResult, *Error) {
+	if (a.Query == nil) == (a.Path == nil) {
+		return nil, newError(CodeArgsInvalid, "give exactly one of query or path")
+	}
+	k := r.opts.TopK
+	if a.TopK != nil {
+		if *a.TopK < 1 || *a.TopK > 50 {
+			return nil, newError(CodeArgsInvalid, "top_k must be between 1 and 50").withPath("top_k")
+		}
+		k = *a.TopK
+	}
+	st := r.state.Load()
+	var res browseResult
+	if a.Query != nil {
+		if a.Cursor != "" {
+			return nil, newError(CodeArgsInvalid, "cursor applies to path browses only").withPath("cursor")
+		}
+		cards, err := st.router.Route(ctx, kind, *a.Query, k)
+		if err != nil {
+			return nil, classify(err)
+		}
+		res.Cards = cards
+	} else {
+		page, err := st.router.Browse(kind, *a.Path, k, a.Cursor)
+		if err != nil {
+			return nil, classify(err).withPath(*a.Path)
+		}
+		res.Cards, res.NextCursor, res.Total = page.Cards, page.NextCursor, page.Total
+	}
+	if r.opts.CacheStable {
+		res.Cards = r.sessions.get(ss, st.gen).Apply(res.Cards)
+	}
+	if res.Cards == nil {
+		res.Cards = []choicecard.Card{}
+	}
+	text := choicecard.RenderList(res.Cards)
+	if res.NextCursor != "" {
+		text += fmt.Sprintf("\n(%d of %d shown; next_cursor: %s)", len(res.Cards), res.Total, res.NextCursor)
+	}
+	return structured(res, text), nil
+}
+
+type hydrateArgs struct {
+	ToolID string `json:"tool_id"`
+}
+
+func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return r.instrument(ToolHydrate, func() (*mcp.CallToolResult, *Error) {
+		var a hydrateArgs
+		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
+			return nil, e
+		}
+		st := r.state.Load()
+		it, ok := st.snap.Lookup(a.ToolID)
+		if !ok || it.Kind != toolid.KindTool {
+			return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withPath("tool_id")
+		}
+		h, err := st.snap.Hydrate(it.ID)
+		if err != nil {
+			return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withCause(err)
+		}
+		if r.opts.CacheStable {
+			r.sessions.get(req.Session, st.gen).MarkHydrated(it.ID)
+		}
+		up := r.upstreamOf(st, it.Server)
+		out := hydrated{Hydration: h, Classification: classification{
+			ToolClass: "unclassified", TrustLevel: up.trust, Risk: up.risk}}
+		data, _ := json.Marshal(out)
+		return &mcp.CallToolResult{StructuredContent: json.RawMessage(data), Content: []mcp.Content{&mcp.TextContent{Text: string(data)}}}, nil
+	})
+}
+
+// structured renders v as structured content with the given text.
+func structured(v any, text string) *mcp.CallToolResult {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return errorResult(newError(CodeInternal, "internal gateway error"))
+	}
+	if text == "" {
+		text = string(data)
+	}
+	return &mcp.CallToolResult{StructuredContent: json.RawMessage(data), Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// instrument runs one meta-tool call: it converts a wire Error into an
+// error result, logs its cause, and records metrics.
+func (r *Runtime) instrument(tool string, fn func() (*mcp.CallToolResult, *Error)) (*mcp.CallToolResult, error) {
+	start := time.Now()
+	res, e := fn()
+	code := "ok"
+	if e != nil {
+		code = e.Code
+		if e.cause != nil {
+			r.log.Warn("meta-tool error", "tool", tool, "code", e.Code, "err", e.cause)
+		} else {
+			r.log.Debug("meta-tool error", "tool", tool, "code", e.Code, "message", e.Message)
+		}
+		res = errorResult(e)
+	} else if res.IsError {
+		code = "tool_error"
+	}
+	r.met.call(tool, code, time.Since(start))
+	return res, nil
+}

@@ -1,0 +1,156 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/artifacts"
+	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/firewall"
+)
+
+// CodeResultTooLarge: a result could not be stored because it exceeds the
+// artifact store's quota. Nothing of it is returned or kept.
+const CodeResultTooLarge = "RESULT_TOO_LARGE"
+
+// openStore opens the artifact store: Badger under StateDir/artifacts, or
+// in memory when no state directory is configured.
+func (r *Runtime) openStore() (artifacts.Store, error) {
+	o := artifacts.Options{TTL: r.opts.ArtifactTTL, MaxBytes: r.opts.ArtifactMaxBytes, Logger: r.log}
+	if r.opts.StateDir == "" {
+		r.log.Warn("no state directory: artifacts are kept in memory and lost at exit")
+		o.InMemory = true
+	} else {
+		o.Dir = filepath.Join(r.opts.StateDir, "artifacts")
+		if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("artifact store: %w", err)
+		}
+	}
+	s, err := artifacts.OpenBadger(o)
+	if err != nil {
+		return nil, fmt.Errorf("artifact store: %w", err)
+	}
+	return s, nil
+}
+
+// ownerOf is the principal key that scopes artifacts: an artifact is
+// visible only to the principal whose call produced it. Over stdio the
+// process owner is the trust boundary (the local principal); over HTTP,
+// until callers authenticate, each MCP session is its own principal.
+func (r *Runtime) ownerOf(ss *mcp.ServerSession) string {
+	if ss != nil && ss.ID() != "" {
+		return "session:" + ss.ID()
+	}
+	return "local:" + r.opts.LocalPrincipal
+}
+
+// toFirewall converts MCP content into the firewall's plain parts.
+func toFirewall(content []mcp.Content, structured any, isError bool) firewall.Result {
+	res := firewall.Result{IsError: isError}
+	for _, c := range content {
+		res.Parts = append(res.Parts, partOf(c))
+	}
+	if structured != nil {
+		if b, err := json.Marshal(structured); err == nil && string(b) != "null" {
+			res.Structured = b
+		}
+	}
+	return res
+}
+
+func partOf(c mcp.Content) firewall.Part {
+	raw, _ := json.Marshal(c)
+	p := firewall.Part{Raw: raw}
+	switch v := c.(type) {
+	case *mcp.TextContent:
+		p.Type, p.Text = firewall.PartText, v.Text
+	case *mcp.ImageContent:
+		p.Type, p.Data, p.MIMEType = firewall.PartImage, v.Data, v.MIMEType
+	case *mcp.AudioContent:
+		p.Type, p.Data, p.MIMEType = firewall.PartAudio, v.Data, v.MIMEType
+	case *mcp.EmbeddedResource:
+		p.Type = firewall.PartResource
+		if v.Resource != nil {
+			p.Text, p.Data, p.MIMEType, p.URI = v.Resource.Text, v.Resource.Blob, v.Resource.MIMEType, v.Resource.URI
+		}
+	case *mcp.ResourceLink:
+		p.Type, p.URI, p.Name, p.MIMEType = firewall.PartResourceLink, v.URI, v.Name, v.MIMEType
+	}
+	return p
+}
+
+// resourceParts converts resource contents into parts.
+func resourceParts(contents []*mcp.ResourceContents) []firewall.Part {
+	parts := make([]firewall.Part, 0, len(contents))
+	for _, rc := range contents {
+		raw, _ := json.Marshal(rc)
+		parts = append(parts, firewall.Part{Type: firewall.PartResource, Text: rc.Text, Data: rc.Blob, MIMEType: rc.MIMEType, URI: rc.URI, Raw: raw})
+	}
+	return parts
+}
+
+// promptParts converts rendered prompt messages into parts; Raw keeps the
+// role with the content.
+func promptParts(msgs []*mcp.PromptMessage) []firewall.Part {
+	parts := make([]firewall.Part, 0, len(msgs))
+	for _, m := range msgs {
+		p := partOf(m.Content)
+		p.Raw, _ = json.Marshal(m)
+		parts = append(parts, p)
+	}
+	return parts
+}
+
+// shape passes a result through the firewall into an envelope.
+func (r *Runtime) shape(ctx context.Context, ss *mcp.ServerSession, it *catalog.Item, res firewall.Result, took time.Duration) (firewall.Envelope, *Error) {
+	env := firewall.Envelope{
+		Status:    firewall.StatusOK,
+		Facts:     []string{},
+		Artifacts: []firewall.Artifact{},
+		Views:     []firewall.View{},
+		Provenance: firewall.Provenance{ToolID: it.ID, Server: it.Server, UpstreamName: it.UpstreamName, Attempts: 1,
+			DurationMS: float64(took.Microseconds()) / 1000},
+	}
+	if res.IsError {
+		env.Status = firewall.StatusError
+	}
+	if r.fw == nil {
+		inlineEnvelope(&env, res)
+		return env, nil
+	}
+	out, err := r.fw.Apply(ctx, r.ownerOf(ss), res)
+	if err != nil {
+		if errors.Is(err, artifacts.ErrTooLarge) {
+			return env, newError(CodeResultTooLarge, "the result is larger than the artifact store allows").withCause(err)
+		}
+		return env, newError(CodeInternal, "storing the result failed").withCause(err)
+	}
+	out.Fill(&env)
+	return env, nil
+}
+
+// inlineEnvelope carries a result whole, for a runtime whose firewall is
+// turned off.
+func inlineEnvelope(env *firewall.Envelope, res firewall.Result) {
+	in := &firewall.Inline{Content: make([]json.RawMessage, 0, len(res.Parts)), StructuredContent: res.Structured}
+	for _, p := range res.Parts {
+		in.Content = append(in.Content, p.Raw)
+		env.Firewall.OriginalBytes += int64(len(p.Raw))
+	}
+	env.Firewall.OriginalBytes += int64(len(res.Structured))
+	env.Firewall.Strategy = "inline"
+	env.Result = in
+	env.Summary = fmt.Sprintf("%d content item(s)", len(res.Parts))
+}
+
+func envelopeResult(env firewall.Envelope, isError bool) *mcp.CallToolResult {
+	out := structured(env, "")
+	out.IsError = isError
+	return out
+}

@@ -1,0 +1,311 @@
+// Package runtime is quiver's ProxyRuntime: it connects the upstream fleet,
+// keeps an immutable catalog and router built from the fleet's listings,
+// and serves the meta-tools (tool_browse, tool_hydrate, tool_execute,
+// tool_view, and the resource and prompt verbs) over MCP, in gateway or
+// transparent-proxy mode, on stdio or streamable HTTP.
+//
+// The catalog, router and upstream ownership live in one immutable state
+// that a rebuild replaces with a single atomic pointer store (spec 003
+// §4.6): a call sees the old or the new catalog, never a mix.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/user"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/artifacts"
+	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/choicecard"
+	"github.com/quiver-mcp/quiver/firewall"
+	"github.com/quiver-mcp/quiver/router"
+	"github.com/quiver-mcp/quiver/runtime/upstream"
+)
+
+// Mode selects the surface a runtime serves.
+type Mode string
+
+// Modes.
+const (
+	// ModeGateway lists the meta-tools only; tools are found with
+	// tool_browse (spec 003 §4.2).
+	ModeGateway Mode = "gateway"
+	// ModeProxy lists every upstream tool as a stripped entry plus
+	// tool_hydrate, tool_execute and tool_view (spec 003 §4.1).
+	ModeProxy Mode = "proxy"
+)
+
+// UpstreamOptions describe one upstream: a live server (Spec) or a static
+// catalog (Catalog).
+type UpstreamOptions struct {
+	Name string
+	// Spec is a live MCP server; ignored when Catalog is set.
+	Spec upstream.Spec
+	// Catalog is a static catalog source served with canned results.
+	Catalog *catalog.Source
+	// TrustLevel (internal|verified|community|unknown) and Risk
+	// (LOW|MEDIUM|HIGH|CRITICAL) classify the upstream; empty means
+	// unknown and HIGH.
+	TrustLevel string
+	Risk       string
+}
+
+// Options configure a Runtime.
+type Options struct {
+	Mode      Mode
+	Upstreams []UpstreamOptions
+	// TopK is the default number of cards per browse (1..50, default 10).
+	TopK int
+	// MaxChildren bounds the children of a ChoiceGraph node (default 20).
+	MaxChildren int
+	// CacheStable turns on the cache-stable browse order (spec 003 §5).
+	CacheStable bool
+	// SchemaLimits and StrictSchemas configure catalog ingest (§4.4).
+	SchemaLimits  catalog.SchemaLimits
+	StrictSchemas bool
+	// CallTimeout bounds one tool_execute dispatch (default 60 s); the
+	// upstream's own CallTimeout also applies.
+	CallTimeout time.Duration
+	// ReadyTimeout bounds how long Start waits for the upstreams before
+	// publishing the first catalog (default 10 s); slower upstreams join
+	// the catalog when they come up.
+	ReadyTimeout time.Duration
+	// RefreshInterval re-lists every upstream periodically (0: only on
+	// list_changed notifications and reconnects).
+	RefreshInterval time.Duration
+	// StateDir holds the artifact store (StateDir/artifacts); "" keeps
+	// artifacts in memory.
+	StateDir string
+	// ArtifactTTL and ArtifactMaxBytes bound the artifact store (defaults
+	// 24 h and 1 GiB).
+	ArtifactTTL      time.Duration
+	ArtifactMaxBytes int64
+	// MaxInlineTokens is the firewall's inline budget (default 800).
+	MaxInlineTokens int
+	// FirewallOff returns every result inline, however large.
+	FirewallOff bool
+	// LocalPrincipal names the principal of stdio sessions (default the
+	// process owner's user name, else "local").
+	LocalPrincipal string
+	// Version is reported in the MCP server info.
+	Version string
+	Logger  *slog.Logger
+	// Cards builds ChoiceCards; nil builds the default cl100k_base builder.
+	Cards *choicecard.Builder
+}
+
+// Runtime serves one gateway. Create it with New, then Start it, serve
+// MCP sessions with Server or ServeStdio/Handler, and Close it.
+type Runtime struct {
+	opts   Options
+	log    *slog.Logger
+	cards  *choicecard.Builder
+	server *mcp.Server
+	met    *metrics
+
+	conns   []conn
+	clients []*upstream.Client
+
+	store artifacts.Store
+	fw    *firewall.Firewall
+
+	state atomic.Pointer[state]
+
+	mu       sync.Mutex // guards listings and dirty
+	listings map[string]catalog.Source
+	dirty    map[string]bool
+	wake     chan struct{}  // rebuild trigger, capacity 1
+	rebuilt  chan struct{}  // closed and replaced after every rebuild
+	retired  *router.Router // the previous state's router, closed at the next swap
+
+	sessions sessionStates
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New validates opts and builds a Runtime. It connects nothing: Start does.
+func New(opts Options) (*Runtime, error) {
+	if opts.Mode == "" {
+		opts.Mode = ModeGateway
+	}
+	if opts.Mode != ModeGateway && opts.Mode != ModeProxy {
+		return nil, fmt.Errorf("runtime: unknown mode %q", opts.Mode)
+	}
+	if opts.TopK <= 0 {
+		opts.TopK = router.DefaultTopK
+	}
+	if opts.TopK > router.MaxTopK {
+		return nil, fmt.Errorf("runtime: top_k %d exceeds %d", opts.TopK, router.MaxTopK)
+	}
+	if opts.MaxChildren <= 0 {
+		opts.MaxChildren = 20
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 60 * time.Second
+	}
+	if opts.LocalPrincipal == "" {
+		opts.LocalPrincipal = "local"
+		if u, err := user.Current(); err == nil && u.Username != "" {
+			opts.LocalPrincipal = u.Username
+		}
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = 10 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cards := opts.Cards
+	if cards == nil {
+		var err error
+		if cards, err = choicecard.NewDefaultBuilder(); err != nil {
+			return nil, err
+		}
+	}
+	r := &Runtime{
+		opts:     opts,
+		log:      log,
+		cards:    cards,
+		met:      newMetrics(),
+		listings: map[string]catalog.Source{},
+		dirty:    map[string]bool{},
+		wake:     make(chan struct{}, 1),
+		rebuilt:  make(chan struct{}),
+	}
+	r.sessions.init()
+	seen := map[string]bool{}
+	for _, u := range opts.Upstreams {
+		if u.Name == "" {
+			return nil, errors.New("runtime: an upstream has no name")
+		}
+		if seen[u.Name] {
+			return nil, fmt.Errorf("runtime: upstream %q configured twice", u.Name)
+		}
+		seen[u.Name] = true
+		if u.Catalog != nil {
+			r.conns = append(r.conns, newStaticConn(u.Name, *u.Catalog))
+			r.dirty[u.Name] = true
+			continue
+		}
+		spec := u.Spec
+		spec.Name = u.Name
+		if err := spec.Validate(); err != nil {
+			return nil, fmt.Errorf("runtime: %w", err)
+		}
+		name := u.Name
+		c := upstream.New(spec, upstream.Options{
+			Logger:        log,
+			OnListChanged: func(string) { r.markDirty(name) },
+			OnState:       func(st upstream.State) { r.met.upstreamState(st) },
+		})
+		r.clients = append(r.clients, c)
+		r.conns = append(r.conns, liveConn{c: c})
+	}
+	r.state.Store(r.emptyState())
+	r.server = r.newServer()
+	return r, nil
+}
+
+// Start connects the upstreams and builds the first catalog. It waits up to
+// ReadyTimeout for every upstream to be ready, then publishes whatever is
+// listed; upstreams that come up later join through a rebuild. The
+// runtime's goroutines stop when ctx is cancelled or Close is called.
+func (r *Runtime) Start(ctx context.Context) error {
+	store, err := r.openStore()
+	if err != nil {
+		return err
+	}
+	r.store = store
+	if !r.opts.FirewallOff {
+		r.fw = firewall.New(firewall.Options{Store: store, Counter: r.cards.Counter(), MaxInlineTokens: r.opts.MaxInlineTokens})
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r.cancel = cancel
+	for _, c := range r.clients {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			_ = c.Run(ctx)
+		}()
+	}
+	wait, cancelWait := context.WithTimeout(ctx, r.opts.ReadyTimeout)
+	for _, c := range r.clients {
+		if err := c.WaitReady(wait); err != nil {
+			r.log.Warn("upstream not ready; it joins the catalog when it comes up", "upstream", c.Name(), "err", c.State().Err)
+		}
+	}
+	cancelWait()
+	r.mu.Lock()
+	for _, c := range r.conns {
+		r.dirty[c.name()] = true
+	}
+	r.mu.Unlock()
+	if err := r.rebuild(ctx); err != nil {
+		cancel()
+		r.wg.Wait()
+		return err
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.rebuildLoop(ctx)
+	}()
+	return nil
+}
+
+// Close stops the upstreams (reaping child processes) and every goroutine
+// of the runtime.
+func (r *Runtime) Close() error {
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.retired != nil {
+		r.retired.Close()
+		r.retired = nil
+	}
+	if st := r.state.Load(); st != nil && st.router != nil {
+		st.router.Close()
+	}
+	if r.store != nil {
+		err := r.store.Close()
+		r.store = nil
+		return err
+	}
+	return nil
+}
+
+// Server returns the MCP server that serves the runtime's surface; connect
+// sessions to it with any go-sdk transport.
+func (r *Runtime) Server() *mcp.Server { return r.server }
+
+// Snapshot returns the catalog currently served.
+func (r *Runtime) Snapshot() *catalog.Snapshot { return r.state.Load().snap }
+
+// markDirty schedules a re-listing of one upstream.
+func (r *Runtime) markDirty(name string) {
+	r.mu.Lock()
+	r.dirty[name] = true
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Rebuilt returns a channel closed at the next completed rebuild.
+func (r *Runtime) Rebuilt() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rebuilt
+}

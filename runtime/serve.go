@@ -1,0 +1,133 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/quiver-mcp/quiver/toolid"
+)
+
+// ServeStdio serves one MCP session over stdin/stdout until the client
+// disconnects or ctx is cancelled.
+func (r *Runtime) ServeStdio(ctx context.Context) error {
+	err := r.server.Run(ctx, &mcp.StdioTransport{})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Handler returns the HTTP surface: streamable MCP at path, /healthz and
+// /metrics.
+func (r *Runtime) Handler(path string) http.Handler {
+	if path == "" {
+		path = "/mcp"
+	}
+	mux := http.NewServeMux()
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, nil)
+	mux.Handle(path, mcpHandler)
+	mux.HandleFunc("/healthz", r.healthz)
+	mux.Handle("/metrics", promhttp.HandlerFor(r.met.reg, promhttp.HandlerOpts{Registry: r.met.reg}))
+	return mux
+}
+
+// health is the /healthz body.
+type health struct {
+	Status    string           `json:"status"` // ok | degraded
+	Catalog   map[string]int   `json:"catalog"`
+	Gen       uint64           `json:"generation"`
+	Upstreams []upstreamHealth `json:"upstreams"`
+}
+
+type upstreamHealth struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+func (r *Runtime) healthz(w http.ResponseWriter, _ *http.Request) {
+	st := r.state.Load()
+	h := health{Status: "ok", Gen: st.gen, Catalog: map[string]int{}, Upstreams: []upstreamHealth{}}
+	for _, k := range []toolid.Kind{toolid.KindTool, toolid.KindResource, toolid.KindPrompt} {
+		h.Catalog[string(k)] = len(st.snap.Items(k))
+	}
+	for _, c := range r.clients {
+		s := c.State()
+		u := upstreamHealth{Name: s.Name, Status: string(s.Status)}
+		if s.Err != nil {
+			u.Error = sanitize(s.Err.Error())
+			h.Status = "degraded"
+		}
+		h.Upstreams = append(h.Upstreams, u)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(h)
+}
+
+// HTTPOptions configure the HTTP listener.
+type HTTPOptions struct {
+	Addr string // host:port; port 0 picks a free port
+	Path string // MCP endpoint path (default /mcp)
+	// CertFile and KeyFile, when both set, serve HTTPS.
+	CertFile, KeyFile string
+	// Ready, when non-nil, receives the bound address once listening.
+	Ready func(net.Addr)
+}
+
+// ServeHTTP serves Handler(o.Path) until ctx is cancelled, then shuts down
+// gracefully.
+func (r *Runtime) ServeHTTP(ctx context.Context, o HTTPOptions) error {
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: r.Handler(o.Path), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	if o.Ready != nil {
+		o.Ready(ln.Addr())
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if o.CertFile != "" || o.KeyFile != "" {
+			errc <- srv.ServeTLS(ln, o.CertFile, o.KeyFile)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// Stop accepting and let calls in flight finish; open event streams
+	// of idle sessions never end by themselves, so after a grace period
+	// the sessions are closed, which ends them.
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(sctx) }()
+	select {
+	case err = <-shut:
+	case <-time.After(shutdownGrace):
+		for ss := range r.server.Sessions() {
+			_ = ss.Close()
+		}
+		err = <-shut
+	}
+	if err != nil {
+		_ = srv.Close()
+	}
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return serr
+	}
+	return nil
+}
+
+// shutdownGrace is how long calls in flight get to finish at shutdown
+// before the sessions are closed.
+const shutdownGrace = time.Second

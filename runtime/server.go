@@ -1,0 +1,139 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/router"
+	"github.com/quiver-mcp/quiver/toolid"
+)
+
+// strippedSchema is the sentinel input schema of proxy-mode entries (spec
+// 003 §4.1): discovery only, no properties.
+var strippedSchema = json.RawMessage(`{"type":"object"}`)
+
+func (r *Runtime) newServer() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "quiver", Title: "quiver MCP gateway", Version: r.opts.Version}, &mcp.ServerOptions{
+		Logger:       slog.New(sdkLogFilter{r.log.Handler()}),
+		Instructions: r.instructions(),
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	for _, t := range r.metaTools() {
+		switch t.Name {
+		case ToolBrowse:
+			s.AddTool(t, r.handleBrowse)
+		case ToolHydrate:
+			s.AddTool(t, r.handleHydrate)
+		case ToolExecute:
+			s.AddTool(t, r.handleExecute)
+		case ToolView:
+			s.AddTool(t, r.handleView)
+		}
+	}
+	return s
+}
+
+func (r *Runtime) instructions() string {
+	if r.opts.Mode == ModeProxy {
+		return "Every upstream tool is listed by id with a short description. Call tool_hydrate(tool_id) for its schema and tool_execute(tool_id, args) to run it; listed entries cannot be called directly."
+	}
+	return "Tools are behind tool_browse: search with a plain-words query (or navigate paths from \"/\"), then tool_hydrate a card id for its schema and tool_execute it."
+}
+
+// afterSwap updates what depends on the served catalog: proxy mode's listed
+// entries (the go-sdk announces tools/list_changed to every session), and
+// the per-session cache-stable state, which belongs to one catalog.
+func (r *Runtime) afterSwap(old, next *state) {
+	r.syncPrimitiveVerbs(old, next)
+	if r.opts.Mode != ModeProxy {
+		return
+	}
+	keep := map[string]bool{}
+	for _, it := range next.snap.Items(toolid.KindTool) {
+		keep[it.ID] = true
+	}
+	var gone []string
+	for _, it := range old.snap.Items(toolid.KindTool) {
+		if !keep[it.ID] {
+			gone = append(gone, it.ID)
+		}
+	}
+	if len(gone) > 0 {
+		r.server.RemoveTools(gone...)
+	}
+	for _, it := range next.snap.Items(toolid.KindTool) {
+		if prev, ok := old.snap.Lookup(it.ID); ok && prev.Card.Description == it.Card.Description {
+			continue
+		}
+		tool := &mcp.Tool{Name: it.ID, Description: it.Card.Description, InputSchema: strippedSchema}
+		r.server.AddTool(tool, r.handleStripped)
+	}
+}
+
+// handleStripped answers a direct call of a proxy-mode entry: discovery
+// entries are not callable (spec 003 §4.1).
+func (r *Runtime) handleStripped(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return r.instrument("stripped", func() (*mcp.CallToolResult, *Error) {
+		return nil, newError(CodeArgsInvalid, "listed entries are for discovery; call tool_execute with tool_id %q", req.Params.Name).withPath(req.Params.Name)
+	})
+}
+
+// sdkLogFilter drops the go-sdk's complaint about tool names outside its
+// recommended character set: proxy-mode names are tool_ids, which carry ':'
+// and '#' by design (spec 003 §4.1 allows them; MCP names are opaque).
+type sdkLogFilter struct{ slog.Handler }
+
+func (f sdkLogFilter) Handle(ctx context.Context, rec slog.Record) error {
+	if strings.HasPrefix(rec.Message, "AddTool: invalid tool name") {
+		return nil
+	}
+	return f.Handler.Handle(ctx, rec)
+}
+
+func (f sdkLogFilter) WithAttrs(a []slog.Attr) slog.Handler {
+	return sdkLogFilter{f.Handler.WithAttrs(a)}
+}
+func (f sdkLogFilter) WithGroup(g string) slog.Handler { return sdkLogFilter{f.Handler.WithGroup(g)} }
+
+// maxSessions bounds the per-session browse state kept at once; the oldest
+// session's state is dropped first.
+const maxSessions = 4096
+
+// sessionStates holds each session's cache-stable browse view.
+type sessionStates struct {
+	mu    sync.Mutex
+	views map[*mcp.ServerSession]*sessionView
+	order []*mcp.ServerSession
+}
+
+type sessionView struct {
+	gen  uint64
+	view *router.StableView
+}
+
+func (s *sessionStates) init() { s.views = map[*mcp.ServerSession]*sessionView{} }
+
+// get returns the session's view for catalog generation gen; a view from
+// an older catalog is discarded, since its frozen cards may name tools that
+// no longer exist.
+func (s *sessionStates) get(ss *mcp.ServerSession, gen uint64) *router.StableView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.views[ss]; ok && v.gen == gen {
+		return v.view
+	}
+	if _, ok := s.views[ss]; !ok {
+		s.order = append(s.order, ss)
+		if len(s.order) > maxSessions {
+			delete(s.views, s.order[0])
+			s.order = s.order[1:]
+		}
+	}
+	v := &sessionView{gen: gen, view: router.NewStableView(0)}
+	s.views[ss] = v
+	return v.view
+}

@@ -1,0 +1,176 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/router"
+)
+
+// state is everything derived from one catalog build. It is immutable and
+// replaced whole (spec 003 §4.6).
+type state struct {
+	gen    uint64
+	snap   *catalog.Snapshot
+	router *router.Router
+	// owner maps a server name of the catalog to the upstream serving it.
+	owner map[string]conn
+	built time.Time
+}
+
+func (r *Runtime) emptyState() *state {
+	snap, _, _ := catalog.Ingest(catalog.Source{}, catalog.Options{Cards: r.cards})
+	return &state{snap: snap, owner: map[string]conn{}}
+}
+
+// listingTimeout bounds one upstream's re-listing during a rebuild.
+const listingTimeout = 15 * time.Second
+
+// rebuild re-lists the dirty upstreams, ingests every listing into a new
+// snapshot, builds its router and swaps the new state in.
+func (r *Runtime) rebuild(ctx context.Context) error {
+	r.mu.Lock()
+	dirty := r.dirty
+	r.dirty = map[string]bool{}
+	r.mu.Unlock()
+
+	// Re-list the dirty upstreams concurrently; an upstream that fails
+	// keeps its last good listing (or none), and is retried on its next
+	// state change.
+	type result struct {
+		name string
+		src  catalog.Source
+		err  error
+	}
+	results := make(chan result, len(r.conns))
+	var wg sync.WaitGroup
+	for _, c := range r.conns {
+		if !dirty[c.name()] {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lctx, cancel := context.WithTimeout(ctx, listingTimeout)
+			defer cancel()
+			src, err := c.listing(lctx)
+			results <- result{c.name(), src, err}
+		}()
+	}
+	wg.Wait()
+	close(results)
+	r.mu.Lock()
+	for res := range results {
+		if res.err != nil {
+			r.log.Warn("listing an upstream failed; keeping its previous listing", "upstream", res.name, "err", res.err)
+			continue
+		}
+		r.listings[res.name] = res.src
+	}
+	listings := make(map[string]catalog.Source, len(r.listings))
+	for k, v := range r.listings {
+		listings[k] = v
+	}
+	r.mu.Unlock()
+
+	// Concatenate in configuration order: the order decides ~N collision
+	// suffixes, so it must be stable across rebuilds.
+	var src catalog.Source
+	owner := map[string]conn{}
+	for _, c := range r.conns {
+		l, ok := listings[c.name()]
+		if !ok {
+			continue
+		}
+		claim := func(server string) bool {
+			if o, taken := owner[server]; taken && o != c {
+				return false
+			}
+			owner[server] = c
+			return true
+		}
+		for _, t := range l.Tools {
+			if claim(t.Server) {
+				src.Tools = append(src.Tools, t)
+			} else {
+				r.log.Warn("server name served by two upstreams; the first configured wins", "server", t.Server, "upstream", c.name())
+			}
+		}
+		for _, res := range l.Resources {
+			if claim(res.Server) {
+				src.Resources = append(src.Resources, res)
+			}
+		}
+		for _, p := range l.Prompts {
+			if claim(p.Server) {
+				src.Prompts = append(src.Prompts, p)
+			}
+		}
+	}
+	start := time.Now()
+	snap, rep, err := catalog.Ingest(src, catalog.Options{Cards: r.cards, Limits: r.opts.SchemaLimits, Strict: r.opts.StrictSchemas})
+	if err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	if rep.Errors > 0 || rep.Warnings > 0 {
+		r.log.Info("catalog ingest findings", "errors", rep.Errors, "warnings", rep.Warnings, "dropped", rep.Dropped)
+	}
+	rt, err := router.New(ctx, snap, router.Options{Cards: r.cards, MaxChildren: r.opts.MaxChildren})
+	if err != nil {
+		return fmt.Errorf("router: %w", err)
+	}
+	old := r.state.Load()
+	next := &state{gen: old.gen + 1, snap: snap, router: rt, owner: owner, built: time.Now()}
+	r.state.Store(next)
+	r.afterSwap(old, next)
+	r.met.catalogBuilt(snap, time.Since(start))
+	r.log.Info("catalog published", "gen", next.gen, "tools", rep.Tools, "resources", rep.Resources, "prompts", rep.Prompts, "build", time.Since(start).Round(time.Millisecond))
+	// Browses in flight may still use the old router, so it stays open
+	// until the next swap; the one before it is released now.
+	r.mu.Lock()
+	if r.retired != nil {
+		r.retired.Close()
+	}
+	r.retired = old.router
+	r.mu.Unlock()
+	r.mu.Lock()
+	close(r.rebuilt)
+	r.rebuilt = make(chan struct{})
+	r.mu.Unlock()
+	return nil
+}
+
+// rebuildDebounce coalesces bursts of list_changed notifications.
+const rebuildDebounce = 50 * time.Millisecond
+
+func (r *Runtime) rebuildLoop(ctx context.Context) {
+	var tick <-chan time.Time
+	if r.opts.RefreshInterval > 0 {
+		t := time.NewTicker(r.opts.RefreshInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			for _, c := range r.conns {
+				r.markDirty(c.name())
+			}
+			continue
+		case <-r.wake:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(rebuildDebounce):
+		}
+		if err := r.rebuild(ctx); err != nil && ctx.Err() == nil {
+			r.log.Error("catalog rebuild failed; serving the previous catalog", "err", err)
+		}
+	}
+}
