@@ -26,6 +26,8 @@ const (
 	// per-transaction batch limit (15% of the 64 MiB memtable), large enough that
 	// a 5 MiB log is five lookups.
 	defaultChunkSize int64 = 1 << 20
+	// diskMemTableSize is the memtable of an on-disk store.
+	diskMemTableSize = 8 << 20
 	// memChunkSize is the chunk size of an in-memory store: without a value
 	// log, Badger refuses values of 64 KiB and more.
 	memChunkSize int64 = 60 << 10
@@ -203,7 +205,11 @@ func OpenBadger(opts Options) (*BadgerStore, error) {
 		return nil, fmt.Errorf("%w: Dir is required", ErrInvalid)
 	}
 
-	bo := badger.DefaultOptions(opts.Dir)
+	bo := badger.DefaultOptions(opts.Dir).
+		// On disk, chunks live in the value log and the LSM holds only
+		// metadata and pointers: a 64 MiB memtable arena (the default,
+		// allocated up front) would be most of the store's memory.
+		WithMemTableSize(diskMemTableSize)
 	if opts.InMemory {
 		bo = badger.DefaultOptions("").WithInMemory(true)
 	} else if err := os.MkdirAll(opts.Dir, 0o700); err != nil {

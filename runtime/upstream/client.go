@@ -95,6 +95,10 @@ type Options struct {
 	OnLog func(*mcp.LoggingMessageParams)
 }
 
+// maxIdleConnsPerUpstream bounds the idle HTTP connections kept to one
+// upstream.
+const maxIdleConnsPerUpstream = 64
+
 // Client is a supervised MCP client for one upstream server. Its methods
 // are safe for concurrent use.
 type Client struct {
@@ -196,6 +200,10 @@ func New(spec Spec, opts Options) *Client {
 		} else {
 			c.httpTr = &http.Transport{}
 		}
+		// Concurrent calls each hold a connection; with the default of 2
+		// idle connections per host, a busy gateway opens and closes a TCP
+		// connection for most calls.
+		c.httpTr.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
 		c.httpCli = &http.Client{Transport: &headerTransport{
 			base: c.httpTr, origin: originOf(u), headers: spec.Headers.Clone(), deleteTimeout: c.grace,
 		}}
