@@ -1,6 +1,9 @@
 // Package benchmarks measures quiver against real catalogs and labelled
-// queries: routing recall and latency (RunRoute), with results committed
-// under benchmarks/results.
+// queries: routing recall and latency (RunRoute), context tokens of the
+// gateway, proxy and baseline surfaces and the firewall's savings
+// (RunTokens), and latency, throughput, memory and start-up direct vs
+// through quiver (RunOverhead, RunMemory, RunStartup), with results
+// committed under benchmarks/results.
 package benchmarks
 
 import (

@@ -88,7 +88,16 @@ type Options struct {
 	Limits SchemaLimits
 	// Strict rejects the whole catalog on any error finding.
 	Strict bool
+	// Classify, when set, returns a registry's class of a tool ("read",
+	// "write", or "" when the registry does not classify it; spec 000). A
+	// registry class overrides the upstream's unverified hints on the card:
+	// write tools get side_effects and the TagWrite tag, read tools the
+	// read-only tag. It is called concurrently.
+	Classify func(server, name string) string
 }
+
+// TagWrite is the card tag of a tool a registry classifies write.
+const TagWrite = "write"
 
 // Ingest derives ids, checks schemas and builds cards for everything in src
 // and returns an immutable Snapshot with its Report. Item order is catalog
@@ -282,16 +291,27 @@ func (in *ingester) prepareTool(w *toolWork) {
 	w.id = toolid.ForTool(in.ns[d.Server], d.Name, metaVersion(d.Meta), toolid.ShapeOf(w.input.doc))
 	ro, _ := boolHint(d.Annotations, "readOnlyHint")
 	destructive, _ := boolHint(d.Annotations, "destructiveHint")
+	sideEffects := destructive
+	var tags []string
+	if in.opts.Classify != nil {
+		switch in.opts.Classify(d.Server, d.Name) {
+		case "write":
+			ro, sideEffects, tags = false, true, []string{TagWrite}
+		case "read":
+			ro, destructive, sideEffects = true, false, false
+		}
+	}
 	w.card, w.cardEr = in.opts.Cards.Build(choicecard.Input{
 		ID:          w.id.String(),
 		Name:        d.Name,
 		Description: d.Description,
+		Tags:        tags,
 		Kind:        choicecard.KindTool,
 		Namespace:   w.id.Namespace,
 		HasSchema:   true,
 		ReadOnly:    ro,
 		Destructive: destructive,
-		SideEffects: destructive,
+		SideEffects: sideEffects,
 	})
 }
 

@@ -61,6 +61,9 @@ type Provenance struct {
 	CacheHit     bool     `json:"cache_hit,omitempty"`
 	ArgRepairs   []string `json:"arg_repairs,omitempty"`
 	DurationMS   float64  `json:"duration_ms"`
+	// IdempotentReplay is true when the envelope is the stored result of an
+	// earlier call with the same idempotency key; nothing was dispatched.
+	IdempotentReplay bool `json:"idempotent_replay,omitempty"`
 }
 
 // Stats report what the firewall did.
@@ -84,21 +87,47 @@ type Stats struct {
 	OriginalTokensEstimated bool `json:"original_tokens_estimated,omitempty"`
 }
 
-// Effect records the side-effect accounting of a call (spec 000 tool_effect).
+// Effect records the side-effect accounting of a call (spec 000 tool_effect,
+// schemas/tool_effect.schema.json).
 type Effect struct {
-	EffectID        string   `json:"effect_id"`
-	DocumentHashes  []string `json:"document_hashes"`
-	BatchTotalBytes int64    `json:"batch_total_bytes"`
-	ContentHashAlg  string   `json:"content_hash_alg"`
+	// EffectID is a UUIDv7; a replayed idempotent call carries the first
+	// call's.
+	EffectID string `json:"effect_id"`
+	// DocumentHashes lists the documents written (from the arguments) and
+	// read (from the result). Never nil.
+	DocumentHashes  []DocumentHash `json:"document_hashes"`
+	BatchTotalBytes int64          `json:"batch_total_bytes"`
+	ContentHashAlg  string         `json:"content_hash_alg"`
+	// ToolClass is the registry's class: read, write or unclassified.
+	ToolClass string `json:"tool_class,omitempty"`
+	// RegistryVersion is the pinned registry version the call was judged by.
+	RegistryVersion string `json:"registry_version,omitempty"`
+}
+
+// DocumentHash is one document of an Effect: its RFC 6901 pointer, the
+// lowercase hex sha256 of its decoded bytes, and their number.
+type DocumentHash struct {
+	Pointer   string `json:"pointer"`
+	Hash      string `json:"hash"`
+	SizeBytes int64  `json:"size_bytes"`
 }
 
 // DryRun is the report of a dry-run execute: what would have happened.
 type DryRun struct {
+	// DryRun is always true: it marks the report as one (spec 003 §4.5).
+	DryRun       bool           `json:"dry_run"`
 	ToolID       string         `json:"tool_id"`
 	UpstreamName string         `json:"upstream_name"`
 	ArgsValid    bool           `json:"args_valid"`
 	Annotations  map[string]any `json:"annotations,omitempty"`
 	Checks       []Check        `json:"checks"`
+	// ToolClass is the registry's class of the tool.
+	ToolClass string `json:"tool_class,omitempty"`
+	// Allowed is true when every check passed: the call would be dispatched
+	// (or, for an idempotent repeat, answered from its record).
+	Allowed bool `json:"allowed"`
+	// ArgRepairs are the tolerant-argument repairs that were applied.
+	ArgRepairs []string `json:"arg_repairs,omitempty"`
 }
 
 // Check is one named check of a dry run.

@@ -47,8 +47,12 @@ type Error struct {
 	Details   map[string]any `json:"details,omitempty"`
 
 	cause error
+	// quiet keeps the message and cause out of the server log: they may
+	// quote the caller's arguments.
+	quiet bool
 }
 
+// Error implements error: the code and the message.
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // Unwrap returns the internal cause, which is never shown to the agent.

@@ -6,17 +6,28 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/artifacts"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/firewall"
+	"github.com/quiver-mcp/quiver/runtime/controls"
+	"github.com/quiver-mcp/quiver/runtime/guard"
+	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
+// executeArgs are tool_execute's arguments (schemas/tool_call.schema.json).
+// Optional strings are pointers so that an empty value is told from an
+// absent one.
 type executeArgs struct {
-	ToolID string          `json:"tool_id"`
-	Args   json.RawMessage `json:"args"`
-	DryRun bool            `json:"dry_run"`
+	ToolID                 string               `json:"tool_id"`
+	Args                   json.RawMessage      `json:"args"`
+	DryRun                 bool                 `json:"dry_run"`
+	IdempotencyKey         *string              `json:"idempotency_key"`
+	ExpectedDocumentHashes []guard.ExpectedHash `json:"expected_document_hashes"`
+	ToolClass              *string              `json:"tool_class"`
+	ContentHashAlg         *string              `json:"content_hash_alg"`
 }
 
 // hydrated is tool_hydrate's answer: the upstream definition plus quiver's
@@ -27,9 +38,13 @@ type hydrated struct {
 }
 
 type classification struct {
-	ToolClass  string `json:"tool_class"`
-	TrustLevel string `json:"trust_level"`
-	Risk       string `json:"risk"`
+	// ToolClass is the registry's class: read, write or unclassified.
+	ToolClass string `json:"tool_class"`
+	// DocumentOp is true for a registry document operation.
+	DocumentOp      bool   `json:"document_op,omitempty"`
+	RegistryVersion string `json:"registry_version,omitempty"`
+	TrustLevel      string `json:"trust_level"`
+	Risk            string `json:"risk"`
 }
 
 // upstreamInfo is what the runtime knows about an upstream beyond its conn.
@@ -62,50 +77,426 @@ func (r *Runtime) handleExecute(ctx context.Context, req *mcp.CallToolRequest) (
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
 		}
-		return r.execute(ctx, req.Session, a)
+		return r.execute(ctx, req.Session, &a)
 	})
 }
 
-// execute runs the tool_execute pipeline: resolve, validate, dispatch,
-// envelope. It never dispatches a call that failed an earlier step.
-func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a executeArgs) (*mcp.CallToolResult, *Error) {
+// verdicts collects the checks of one execute. A real call stops at the
+// first failure; a dry run records every check and goes on.
+type verdicts struct {
+	dry    bool
+	checks []firewall.Check
+	failed bool
+}
+
+// record notes one check; it returns the error a real call stops with.
+func (v *verdicts) record(name string, skipped bool, e *Error) *Error {
+	if !v.dry {
+		return e
+	}
+	c := firewall.Check{Name: name, Status: "pass"}
+	switch {
+	case e != nil:
+		c.Status, c.Detail = "fail", e.Code+": "+e.Message
+		v.failed = true
+	case skipped:
+		c.Status = "skip"
+	}
+	v.checks = append(v.checks, c)
+	return nil
+}
+
+// guards records the checks of a guard layer.
+func (v *verdicts) guards(cs []guard.Check) *Error {
+	for _, c := range cs {
+		if e := v.record(c.Name, c.Skipped, guardError(c.Err, "args")); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// storedOutcome is what an idempotency record keeps of a finished call:
+// its envelope, or the gateway error it ended with.
+type storedOutcome struct {
+	Envelope *firewall.Envelope `json:"envelope,omitempty"`
+	IsError  bool               `json:"is_error,omitempty"`
+	Error    *Error             `json:"error,omitempty"`
+}
+
+// execute runs the tool_execute pipeline in the order of DESIGN.md:
+//
+//	resolve -> tool_call schema -> front door (class, declaration, read-only
+//	capability, idempotency key) -> argument validation (tolerant repairs
+//	first, when on) -> connector (registry parity, write-side document
+//	guards) -> quota -> dry run -> idempotency record -> cache -> dispatch
+//	with retry -> cache store -> read-side document guards -> firewall ->
+//	envelope with effect -> idempotency record completed
+//
+// Nothing is dispatched for a call that failed an earlier step.
+func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *executeArgs) (*mcp.CallToolResult, *Error) {
 	st := r.state.Load() // one state for the whole call (spec 003 §4.6)
 	it, ok := st.snap.Lookup(a.ToolID)
 	if !ok || it.Kind != toolid.KindTool {
 		return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withPath("tool_id")
 	}
-	args, e := decodeToolArgs(a.Args)
+	var repairs []string
+	raw := a.Args
+	if r.opts.TolerantArgs {
+		if fixed, ok := controls.ParseStringifiedArgs(raw); ok {
+			raw = fixed
+			repairs = append(repairs, controls.ArgRepair{Rule: controls.RuleParseStringifiedObject}.String())
+		}
+	}
+	if e := r.validateCall(a); e != nil {
+		return nil, e
+	}
+	args, e := decodeToolArgs(raw)
 	if e != nil {
 		return nil, e
 	}
-	verr := it.ValidateArgs(args)
-	if a.DryRun {
-		return structured(r.dryRun(it, verr), ""), nil
-	}
-	if verr != nil {
-		return nil, classify(verr).withPath("args")
-	}
-	c, ok := st.owner[it.Server]
-	if !ok {
-		return nil, newError(CodeUpstreamUnavailable, "the upstream of %q is not connected", it.ID)
-	}
-	start := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
-	defer cancel()
-	res, err := c.callTool(cctx, it, args)
-	if err != nil {
-		if errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			return nil, newError(CodeUpstreamTimeout, "the upstream did not answer within %s", r.opts.CallTimeout).withCause(err)
+	if r.opts.TolerantArgs {
+		for _, rp := range controls.RepairArgs(args, it.InputSchema()) {
+			repairs = append(repairs, rp.String())
 		}
-		return nil, classify(err).withDetail("tool_id", it.ID)
 	}
-	env, e := r.shape(ctx, ss, it, toFirewall(res.Content, res.StructuredContent, res.IsError), time.Since(start))
+	call := &guard.Call{ServerID: it.Server, ToolName: it.UpstreamName, Args: args,
+		ExpectedHashes: a.ExpectedDocumentHashes, ReadOnly: r.readOnly(ss)}
+	if a.IdempotencyKey != nil {
+		call.IdempotencyKey = *a.IdempotencyKey
+	}
+	if a.ToolClass != nil {
+		call.DeclaredClass = guard.Class(*a.ToolClass)
+	}
+	v := &verdicts{dry: a.DryRun}
+	v.record("hydrate", false, nil)
+	deny := func(e *Error) (*mcp.CallToolResult, *Error) {
+		r.log.Info("tool_execute refused", "code", e.Code, "tool_id", it.ID, "server", it.Server, "tool", it.UpstreamName, "args_sha256", argsDigest(args))
+		return nil, e.withDetail("tool_id", it.ID)
+	}
+
+	// Front door: the class comes from the registry, never from the caller.
+	dec, checks := st.gate.Check(call)
+	if e := v.guards(checks); e != nil {
+		return deny(e)
+	}
+	verr := it.ValidateArgs(args)
+	var ve *Error
+	if verr != nil {
+		ve = classify(verr).withPath("args")
+		ve.quiet = true
+	}
+	if e := v.record("schema_validation", false, ve); e != nil {
+		return deny(e)
+	}
+	// Connector: the pinned registry, and the documents the call writes.
+	adm, checks := r.connector.Admit(call, dec)
+	if e := v.guards(checks); e != nil {
+		return deny(e)
+	}
+	sess := sessionKey(ss)
+	if a.DryRun {
+		var rl *Error
+		if d := r.limiter.Check(sess, ToolExecute, it.ID); d != nil {
+			rl = rateLimited(d)
+		}
+		v.record("rate_limit", r.limiter == nil, rl)
+		r.idempotencyPreview(ctx, ss, v, it, adm, call)
+		return structured(r.dryRun(it, verr, adm, v, repairs), ""), nil
+	}
+	if d := r.limiter.Take(sess, ToolExecute, it.ID); d != nil {
+		return deny(rateLimited(d))
+	}
+	if dec.Unclassified {
+		r.log.Warn("unclassified tool allowed because the environment is dev", "tool_id", it.ID, "server", it.Server, "tool", it.UpstreamName)
+	}
+
+	// Idempotency: a repeated write is answered from its record.
+	var resv *guard.Reservation
+	if adm.Class == guard.ClassWrite {
+		var out *mcp.CallToolResult
+		var e *Error
+		resv, out, e = r.beginIdempotent(ctx, ss, it, call)
+		if e != nil {
+			return deny(e)
+		}
+		if out != nil {
+			return out, nil
+		}
+	}
+	out, e := r.dispatch(ctx, ss, st, it, args, &adm, resv, repairs)
 	if e != nil {
 		return nil, e.withDetail("tool_id", it.ID)
 	}
+	return out, nil
+}
+
+// dispatch runs the controls after the dry-run point: cache, dispatch with
+// retry, cache store, read-side document guards, firewall, effect, and the
+// idempotency record of a write.
+func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state, it *catalog.Item, args map[string]any,
+	adm *guard.Admission, resv *guard.Reservation, repairs []string) (*mcp.CallToolResult, *Error) {
+	// finish settles the idempotency record of a call that ends with a
+	// gateway error after dispatch was attempted.
+	finish := func(e *Error, sent bool) *Error {
+		if resv == nil {
+			return e
+		}
+		var err error
+		if sent {
+			err = r.idem.Abandon(ctx, resv, e.Code)
+		} else {
+			err = r.idem.Release(ctx, resv)
+		}
+		if err != nil {
+			r.log.Error("idempotency record not updated", "err", err)
+		}
+		return e
+	}
+	complete := func(o storedOutcome) {
+		if resv == nil {
+			return
+		}
+		payload, err := json.Marshal(o)
+		if err == nil && len(payload) > guard.MaxIdempotencyPayload && o.Envelope != nil {
+			slim := *o.Envelope
+			slim.Result = nil
+			slim.Summary += " (the full result was too large to keep for replays)"
+			o.Envelope = &slim
+			payload, err = json.Marshal(o)
+		}
+		if err == nil {
+			err = r.idem.Complete(ctx, resv, payload)
+		}
+		if err != nil {
+			r.log.Error("idempotency record not completed", "err", err)
+		}
+	}
+
+	cacheKey := ""
+	if r.cacheable(it, adm) {
+		if k, err := controls.Key(st.gen, it.ID, args); err == nil {
+			cacheKey = k
+		}
+	}
+	start := time.Now()
+	var res *mcp.CallToolResult
+	attempts, hit := 0, false
+	if cacheKey != "" {
+		res, hit = r.cache.Get(cacheKey)
+	}
+	if !hit {
+		if e := r.connector.Verify(adm); e != nil {
+			return nil, finish(guardError(e, "args"), false)
+		}
+		c, ok := st.owner[it.Server]
+		if !ok {
+			return nil, finish(newError(CodeUpstreamUnavailable, "the upstream of %q is not connected", it.ID), false)
+		}
+		var err error
+		res, attempts, err = controls.Do(ctx, r.opts.Retry, func(ctx context.Context) (*mcp.CallToolResult, error) {
+			cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+			defer cancel()
+			res, err := c.callTool(cctx, it, args)
+			if err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+				return nil, newError(CodeUpstreamTimeout, "the upstream did not answer within %s", r.opts.CallTimeout).withCause(err)
+			}
+			return res, err
+		}, func(err error) controls.Failure {
+			f := controls.Failure{Code: classify(err).Code, Safe: adm.Class != guard.ClassWrite || neverSent(err)}
+			var ue *upstream.Error
+			if errors.As(err, &ue) {
+				f.RetryAfter = ue.RetryAfter
+			}
+			return f
+		})
+		if err != nil {
+			e := classify(err)
+			if attempts > 1 {
+				e.withDetail("attempts", attempts)
+			}
+			return nil, finish(e, !noEffect(err))
+		}
+		if cacheKey != "" && !res.IsError {
+			r.cache.Put(cacheKey, res)
+		}
+	}
+	took := time.Since(start)
+
+	var readDocs []guard.DocumentHash
+	var readBytes int64
+	if !res.IsError && adm.ReadsDocuments() {
+		doc, err := resultDocument(res)
+		if err != nil {
+			e := newError(CodeInternal, "the upstream result could not be inspected").withCause(err)
+			complete(storedOutcome{Error: e})
+			return nil, e
+		}
+		var ge *guard.Error
+		if readDocs, readBytes, ge = r.connector.CheckResult(adm, doc); ge != nil {
+			e := guardError(ge, "result")
+			complete(storedOutcome{Error: e})
+			r.log.Info("tool_execute result withheld", "code", e.Code, "tool_id", it.ID)
+			return nil, e
+		}
+	}
+	env, e := r.shape(ctx, ss, it, toFirewall(res.Content, res.StructuredContent, res.IsError), took)
+	if e != nil {
+		complete(storedOutcome{Error: e})
+		return nil, e
+	}
+	env.Provenance.Attempts = attempts
+	env.Provenance.CacheHit = hit
+	env.Provenance.ArgRepairs = repairs
+	env.Effect = newEffect(adm, readDocs, readBytes)
+	if adm.Class == guard.ClassWrite {
+		// The audit line of a write (spec 000 §9.2.2 rule 5): class and
+		// document hashes, never the content.
+		hashes := make([]string, 0, len(env.Effect.DocumentHashes))
+		for _, d := range env.Effect.DocumentHashes {
+			hashes = append(hashes, d.Pointer+"="+d.Hash)
+		}
+		r.log.Info("tool_execute write", "effect_id", env.Effect.EffectID, "tool_id", it.ID, "tool_class", env.Effect.ToolClass,
+			"batch_total_bytes", env.Effect.BatchTotalBytes, "document_hashes", hashes, "registry", env.Effect.RegistryVersion, "is_error", res.IsError)
+	}
+	complete(storedOutcome{Envelope: &env, IsError: res.IsError})
 	// An upstream tool's own error is a tool error, not a gateway error:
 	// the envelope carries it with status "error".
 	return envelopeResult(env, res.IsError), nil
+}
+
+// beginIdempotent reserves the call's idempotency key, or answers a repeat
+// from its record.
+func (r *Runtime) beginIdempotent(ctx context.Context, ss *mcp.ServerSession, it *catalog.Item, call *guard.Call) (*guard.Reservation, *mcp.CallToolResult, *Error) {
+	if r.idem == nil {
+		return nil, nil, newError(CodeInternal, "idempotency records are not available")
+	}
+	fp, err := guard.Fingerprint(it.Server, it.UpstreamName, call.Args)
+	if err != nil {
+		return nil, nil, newError(CodeInternal, "internal gateway error").withCause(err)
+	}
+	resv, refusal, err := r.idem.Begin(ctx, r.ownerOf(ss), call.IdempotencyKey, fp)
+	switch {
+	case err != nil:
+		return nil, nil, newError(CodeInternal, "idempotency records are not available").withCause(err)
+	case refusal != nil:
+		return nil, nil, guardError(refusal, "args")
+	case resv.Replay == nil:
+		return resv, nil, nil
+	}
+	var o storedOutcome
+	if err := json.Unmarshal(resv.Replay, &o); err != nil {
+		return nil, nil, newError(CodeInternal, "the idempotency record is unreadable").withCause(err)
+	}
+	r.log.Info("tool_execute answered from its idempotency record", "tool_id", it.ID)
+	if o.Error != nil {
+		return nil, nil, o.Error
+	}
+	if o.Envelope == nil {
+		return nil, nil, newError(CodeInternal, "the idempotency record is unreadable")
+	}
+	o.Envelope.Provenance.IdempotentReplay = true
+	return nil, envelopeResult(*o.Envelope, o.IsError), nil
+}
+
+// idempotencyPreview adds, to a dry run of a write, what its key's record
+// would do.
+func (r *Runtime) idempotencyPreview(ctx context.Context, ss *mcp.ServerSession, v *verdicts, it *catalog.Item, adm guard.Admission, call *guard.Call) {
+	if adm.Class != guard.ClassWrite || call.IdempotencyKey == "" || r.idem == nil {
+		v.record("idempotency_record", true, nil)
+		return
+	}
+	fp, err := guard.Fingerprint(it.Server, it.UpstreamName, call.Args)
+	if err != nil {
+		v.record("idempotency_record", false, newError(CodeInternal, "internal gateway error"))
+		return
+	}
+	replay, refusal, err := r.idem.Peek(ctx, r.ownerOf(ss), call.IdempotencyKey, fp)
+	switch {
+	case err != nil:
+		v.record("idempotency_record", false, newError(CodeInternal, "idempotency records are not available"))
+	case refusal != nil:
+		v.record("idempotency_record", false, guardError(refusal, "args"))
+	default:
+		v.record("idempotency_record", false, nil)
+		if replay {
+			v.checks[len(v.checks)-1].Detail = "a call with this key finished; it would be answered from its record"
+		}
+	}
+}
+
+// cacheable reports whether the call's result may be cached: the cache is
+// on, the tool_id passes its allow list, and the tool is read-only. With a
+// registry loaded the registry decides (only read tools); without one the
+// upstream's readOnlyHint does (an unverified hint the operator opted into).
+func (r *Runtime) cacheable(it *catalog.Item, adm *guard.Admission) bool {
+	if r.cache == nil || !r.cache.Allowed(it.ID) {
+		return false
+	}
+	if r.connector.Pinned().Manifests() > 0 {
+		return adm.Class == guard.ClassRead
+	}
+	if adm.Class == guard.ClassWrite || it.Tool == nil {
+		return false
+	}
+	ro, _ := it.Tool.Annotations["readOnlyHint"].(bool)
+	return ro
+}
+
+// neverSent reports whether a failed call certainly never reached the
+// upstream, so that even a write may be retried.
+func neverSent(err error) bool {
+	return errors.Is(err, upstream.ErrNotConnected) || errors.Is(err, upstream.ErrClosed)
+}
+
+// noEffect reports whether a failed call certainly had no effect: it never
+// left quiver, or the upstream refused it (an error answer, or an HTTP
+// 401/403/429). Timeouts, broken connections and cancellations may have
+// had one.
+func noEffect(err error) bool {
+	if neverSent(err) {
+		return true
+	}
+	var ue *upstream.Error
+	if !errors.As(err, &ue) {
+		return false
+	}
+	switch ue.Code {
+	case upstream.CodeUpstreamError, upstream.CodeAuthFailed, upstream.CodePermissionDenied, upstream.CodeRateLimited:
+		return true
+	}
+	return false
+}
+
+// resultDocument is the upstream result as the JSON value read-side content
+// pointers address: {"content": [...], "structuredContent": ...}.
+func resultDocument(res *mcp.CallToolResult) (any, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var doc any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+// newEffect builds the envelope's tool_effect: a fresh UUIDv7, the written
+// and read documents, and their total.
+func newEffect(adm *guard.Admission, read []guard.DocumentHash, readBytes int64) *firewall.Effect {
+	id, err := uuid.NewV7()
+	if err != nil {
+		// NewV7 fails only when the system's randomness does.
+		id = uuid.Nil
+	}
+	ef := &firewall.Effect{EffectID: id.String(), DocumentHashes: []firewall.DocumentHash{},
+		BatchTotalBytes: adm.BatchBytes + readBytes, ContentHashAlg: guard.HashAlg,
+		ToolClass: string(adm.Class), RegistryVersion: adm.RegistryVersion}
+	for _, d := range append(append([]guard.DocumentHash(nil), adm.Documents...), read...) {
+		ef.DocumentHashes = append(ef.DocumentHashes, firewall.DocumentHash(d))
+	}
+	return ef
 }
 
 // decodeToolArgs turns the raw args of tool_execute into the decoded JSON
@@ -124,9 +515,14 @@ func decodeToolArgs(raw json.RawMessage) (map[string]any, *Error) {
 	return args, nil
 }
 
-func (r *Runtime) dryRun(it *catalog.Item, verr error) firewall.DryRun {
-	report := firewall.DryRun{ToolID: it.ID, UpstreamName: it.UpstreamName, ArgsValid: verr == nil,
-		Checks: []firewall.Check{{Name: "hydrate", Status: "pass"}}}
+// dryRun is the report of a dry run (spec 003 §4.5): every check, in
+// pipeline order, with nothing dispatched and no quota consumed.
+func (r *Runtime) dryRun(it *catalog.Item, verr error, adm guard.Admission, v *verdicts, repairs []string) firewall.DryRun {
+	report := firewall.DryRun{DryRun: true, ToolID: it.ID, UpstreamName: it.UpstreamName, ArgsValid: verr == nil,
+		Checks: v.checks, ToolClass: string(adm.Class), Allowed: !v.failed, ArgRepairs: repairs}
+	if report.ToolClass == "" {
+		report.ToolClass = string(guard.ClassUnclassified)
+	}
 	if it.Tool != nil && it.Tool.Annotations != nil {
 		report.Annotations = map[string]any{}
 		for k, v := range it.Tool.Annotations {
@@ -134,12 +530,6 @@ func (r *Runtime) dryRun(it *catalog.Item, verr error) firewall.DryRun {
 		}
 		report.Annotations["verified"] = false
 	}
-	check := firewall.Check{Name: "schema_validation", Status: "pass"}
-	if verr != nil {
-		check.Status = "fail"
-		check.Detail = classify(verr).Message
-	}
-	report.Checks = append(report.Checks, check)
 	return report
 }
 
@@ -152,6 +542,9 @@ func (r *Runtime) handleView(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	return r.instrument(ToolView, func() (*mcp.CallToolResult, *Error) {
 		var a viewArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
+			return nil, e
+		}
+		if e := r.takeMeta(req.Session, ToolView); e != nil {
 			return nil, e
 		}
 		sel, err := firewall.ParseSelector(a.Selector)

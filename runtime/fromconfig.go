@@ -6,6 +6,8 @@ import (
 
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/runtime/config"
+	"github.com/quiver-mcp/quiver/runtime/controls"
+	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 )
 
@@ -29,6 +31,34 @@ func FromConfig(cfg *config.Config, getenv func(string) (string, bool), log *slo
 		MaxInlineTokens:  cfg.Firewall.MaxInlineTokens,
 		FirewallOff:      !cfg.Firewall.Enabled,
 		Logger:           log,
+		Environment:      guard.Environment(cfg.Environment),
+		TolerantArgs:     cfg.TolerantArgs,
+		Retry: controls.RetryPolicy{
+			MaxAttempts:    cfg.Retry.MaxAttempts,
+			BaseDelay:      cfg.Retry.BaseDelay,
+			MaxDelay:       cfg.Retry.MaxDelay,
+			Jitter:         cfg.Retry.Jitter,
+			RetryableCodes: cfg.Retry.RetryableCodes,
+		},
+	}
+	if len(cfg.Registry) > 0 {
+		globs := append([]string(nil), cfg.Registry...)
+		opts.Registry = func() (*guard.Registry, error) { return guard.LoadRegistry(globs) }
+	}
+	if len(cfg.Principals) > 0 {
+		opts.Principals = make(map[string]Principal, len(cfg.Principals))
+		for name, p := range cfg.Principals {
+			opts.Principals[name] = Principal{ReadOnly: p.ReadOnly}
+		}
+	}
+	if cfg.Cache.ReadOnly {
+		opts.Cache = &controls.CacheOptions{TTL: cfg.Cache.TTL, MaxEntries: cfg.Cache.MaxEntries, Allow: cfg.Cache.Allow}
+	}
+	if len(cfg.RateLimits) > 0 {
+		opts.RateLimits = make(map[string]controls.Limit, len(cfg.RateLimits))
+		for scope, l := range cfg.RateLimits {
+			opts.RateLimits[scope] = controls.Limit{PerMinute: l.MaxCallsPerMinute, PerSession: l.MaxCallsPerSession}
+		}
 	}
 	warnUnenforced(cfg, log)
 	switch cfg.Mode {
@@ -86,23 +116,8 @@ func warnUnenforced(cfg *config.Config, log *slog.Logger) {
 		return
 	}
 	var unenforced []string
-	if cfg.Retry.MaxAttempts > 1 {
-		unenforced = append(unenforced, "retry")
-	}
-	if cfg.Cache.ReadOnly {
-		unenforced = append(unenforced, "cache")
-	}
-	if len(cfg.RateLimits) > 0 {
-		unenforced = append(unenforced, "rate_limits")
-	}
 	if len(cfg.Expose.Direct) > 0 {
 		unenforced = append(unenforced, "expose.direct")
-	}
-	if len(cfg.Registry) > 0 {
-		unenforced = append(unenforced, "registry")
-	}
-	if cfg.TolerantArgs {
-		unenforced = append(unenforced, "tolerant_args")
 	}
 	if len(cfg.Listen.AllowedHosts) > 0 || len(cfg.Listen.AllowedOrigins) > 0 {
 		unenforced = append(unenforced, "listen.allowed_hosts/allowed_origins")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/quiver-mcp/quiver/toolid"
 )
@@ -213,7 +214,7 @@ func TestResourcesAndPrompts(t *testing.T) {
 
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	before := goruntime.NumGoroutine()
-	rt, err := New(Options{Mode: ModeProxy, Cards: testCards(t), Upstreams: append(staticFleet(t), liveUpstream("alpha"))})
+	rt, err := New(Options{Mode: ModeProxy, Environment: guard.EnvDev, Cards: testCards(t), Upstreams: append(staticFleet(t), liveUpstream("alpha"))})
 	if err != nil {
 		t.Fatal(err)
 	}

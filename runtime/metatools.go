@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/choicecard"
+	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -36,11 +37,6 @@ var browseSchema = json.RawMessage(`{"type":"object","additionalProperties":fals
 var hydrateSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"required":["tool_id"],"properties":{` +
 	`"tool_id":{"type":"string","minLength":1,"maxLength":256,"description":"The id of a card."}}}`)
 
-var executeSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"required":["tool_id"],"properties":{` +
-	`"tool_id":{"type":"string","minLength":1,"maxLength":256,"description":"The id of the tool to run."},` +
-	`"args":{"type":"object","description":"Arguments, as the tool's inputSchema (tool_hydrate) defines them."},` +
-	`"dry_run":{"type":"boolean","description":"Validate and report without running the tool."}}}`)
-
 var viewSchema = json.RawMessage(`{"type":"object","additionalProperties":false,"required":["handle","selector"],"properties":{` +
 	`"handle":{"type":"string","minLength":1,"maxLength":256,"description":"An artifact handle from a tool_execute result."},` +
 	`"selector":{"type":"object","description":"What to read, e.g. {\"type\":\"lines\",\"start\":1,\"end\":40} or {\"type\":\"grep\",\"pattern\":\"ERROR\"}."}}}`)
@@ -52,8 +48,9 @@ func (r *Runtime) metaTools() []*mcp.Tool {
 	hydrate := &mcp.Tool{Name: ToolHydrate, InputSchema: hydrateSchema,
 		Description: "Get one tool's full definition (description, inputSchema, annotations) by its card id.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)}}
-	execute := &mcp.Tool{Name: ToolExecute, InputSchema: executeSchema,
-		Description: "Run a tool by id with arguments matching its inputSchema. Returns a result envelope; large results come back as artifacts to read with tool_view."}
+	// tool_execute's inputSchema is schemas/tool_call.schema.json.
+	execute := &mcp.Tool{Name: ToolExecute, InputSchema: r.executeSchema,
+		Description: "Run a tool by id with arguments matching its inputSchema. Returns a result envelope; large results come back as artifacts to read with tool_view. Write tools need an idempotency_key."}
 	view := &mcp.Tool{Name: ToolView, InputSchema: viewSchema,
 		Description: "Read a slice of an artifact returned by tool_execute: head, lines, bytes, json_pointer, json_keys, grep or rows.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)}}
@@ -129,6 +126,9 @@ func (r *Runtime) handleBrowse(ctx context.Context, req *mcp.CallToolRequest) (*
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
 		}
+		if e := r.takeMeta(req.Session, ToolBrowse); e != nil {
+			return nil, e
+		}
 		return r.browse(ctx, req.Session, toolid.KindTool, a)
 	})
 }
@@ -185,6 +185,9 @@ func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
 		}
+		if e := r.takeMeta(req.Session, ToolHydrate); e != nil {
+			return nil, e
+		}
 		st := r.state.Load()
 		it, ok := st.snap.Lookup(a.ToolID)
 		if !ok || it.Kind != toolid.KindTool {
@@ -198,8 +201,14 @@ func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (
 			r.sessions.get(req.Session, st.gen).MarkHydrated(it.ID)
 		}
 		up := r.upstreamOf(st, it.Server)
-		out := hydrated{Hydration: h, Classification: classification{
-			ToolClass: "unclassified", TrustLevel: up.trust, Risk: up.risk}}
+		cls := classification{ToolClass: string(guard.ClassUnclassified), TrustLevel: up.trust, Risk: up.risk}
+		if reg := st.gate.Registry(); reg != nil {
+			cls.RegistryVersion = reg.Version()
+			if p, ok := reg.Lookup(it.Server, it.UpstreamName); ok {
+				cls.ToolClass, cls.DocumentOp = string(p.Class), p.IsDocumentOp
+			}
+		}
+		out := hydrated{Hydration: h, Classification: cls}
 		data, _ := json.Marshal(out)
 		return &mcp.CallToolResult{StructuredContent: json.RawMessage(data), Content: []mcp.Content{&mcp.TextContent{Text: string(data)}}}, nil
 	})
@@ -225,7 +234,9 @@ func (r *Runtime) instrument(tool string, fn func() (*mcp.CallToolResult, *Error
 	code := "ok"
 	if e != nil {
 		code = e.Code
-		if e.cause != nil {
+		if e.quiet {
+			r.log.Debug("meta-tool error", "tool", tool, "code", e.Code, "path", e.Path)
+		} else if e.cause != nil {
 			r.log.Warn("meta-tool error", "tool", tool, "code", e.Code, "err", e.cause)
 		} else {
 			r.log.Debug("meta-tool error", "tool", tool, "code", e.Code, "message", e.Message)

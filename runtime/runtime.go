@@ -11,6 +11,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,7 +26,10 @@ import (
 	"github.com/quiver-mcp/quiver/choicecard"
 	"github.com/quiver-mcp/quiver/firewall"
 	"github.com/quiver-mcp/quiver/router"
+	"github.com/quiver-mcp/quiver/runtime/controls"
+	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // Mode selects the surface a runtime serves.
@@ -98,6 +102,47 @@ type Options struct {
 	Logger  *slog.Logger
 	// Cards builds ChoiceCards; nil builds the default cl100k_base builder.
 	Cards *choicecard.Builder
+
+	// Environment decides the fate of tools no registry manifest
+	// classifies: guard.EnvProd (the default) denies them
+	// (TOOL_UNCLASSIFIED_DENIED), guard.EnvDev allows them with a logged
+	// warning.
+	Environment guard.Environment
+	// Registry loads the tool_registry manifests (spec 000); nil means no
+	// manifests. Start loads them once and pins the result in the connector
+	// layer; every catalog rebuild loads them again for the front door and
+	// the cards, so a registry changed on disk while quiver runs is refused
+	// (REGISTRY_VERSION_MISMATCH) until a restart pins it.
+	Registry func() (*guard.Registry, error)
+	// Principals holds capability constraints by principal name: the stdio
+	// principal is LocalPrincipal; "*" applies to every principal not named
+	// (HTTP sessions, until callers authenticate).
+	Principals map[string]Principal
+	// IdempotencyTTL is how long idempotency records of write calls are
+	// kept (default 24 h); they live in StateDir/idempotency, or in memory
+	// without a state directory.
+	IdempotencyTTL time.Duration
+
+	// The dispatch controls of spec 003 §4.4-§4.5; each zero value is off
+	// and leaves tool_execute exactly as it is without it.
+	//
+	// Retry retries transient upstream failures (MaxAttempts > 1). Write
+	// tools are retried only when the call provably never left quiver.
+	Retry controls.RetryPolicy
+	// Cache, when set, caches results of read-only tools.
+	Cache *controls.CacheOptions
+	// RateLimits are per-session limits by scope: a meta-tool name or
+	// "tool:<tool_id glob>".
+	RateLimits map[string]controls.Limit
+	// TolerantArgs applies the argument repairs of spec 003 §4.4.
+	TolerantArgs bool
+}
+
+// Principal is the capability constraints of one principal.
+type Principal struct {
+	// ReadOnly confines the principal to tools the registry classifies
+	// read (TOOL_CLASS_MISMATCH otherwise).
+	ReadOnly bool
 }
 
 // Runtime serves one gateway. Create it with New, then Start it, serve
@@ -114,6 +159,16 @@ type Runtime struct {
 
 	store artifacts.Store
 	fw    *firewall.Firewall
+
+	// The execute path: the connector layer pinned at Start, the
+	// idempotency records (open when the pinned registry has write tools),
+	// the dispatch controls, and the compiled tool_call schema.
+	connector     *guard.Connector
+	idem          *guard.IdempotencyStore
+	cache         *controls.Cache[*mcp.CallToolResult]
+	limiter       *controls.RateLimiter
+	callSchema    *jsonschema.Schema
+	executeSchema json.RawMessage
 
 	state atomic.Pointer[state]
 
@@ -159,6 +214,13 @@ func New(opts Options) (*Runtime, error) {
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 10 * time.Second
 	}
+	switch opts.Environment {
+	case "":
+		opts.Environment = guard.EnvProd
+	case guard.EnvProd, guard.EnvDev:
+	default:
+		return nil, fmt.Errorf("runtime: unknown environment %q", opts.Environment)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -181,6 +243,9 @@ func New(opts Options) (*Runtime, error) {
 		rebuilt:  make(chan struct{}),
 	}
 	r.sessions.init()
+	if err := r.initExecute(); err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	for _, u := range opts.Upstreams {
 		if u.Name == "" {
@@ -224,6 +289,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 		return err
 	}
 	r.store = store
+	if err := r.pinRegistry(); err != nil {
+		return err
+	}
 	if !r.opts.FirewallOff {
 		r.fw = firewall.New(firewall.Options{Store: store, Counter: r.cards.Counter(), MaxInlineTokens: r.opts.MaxInlineTokens})
 	}
@@ -277,12 +345,16 @@ func (r *Runtime) Close() error {
 	if st := r.state.Load(); st != nil && st.router != nil {
 		st.router.Close()
 	}
-	if r.store != nil {
-		err := r.store.Close()
-		r.store = nil
-		return err
+	var errs []error
+	if r.idem != nil {
+		errs = append(errs, r.idem.Close())
+		r.idem = nil
 	}
-	return nil
+	if r.store != nil {
+		errs = append(errs, r.store.Close())
+		r.store = nil
+	}
+	return errors.Join(errs...)
 }
 
 // Server returns the MCP server that serves the runtime's surface; connect

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/choicecard"
+	"github.com/quiver-mcp/quiver/runtime/guard"
 )
 
 var (
@@ -34,6 +35,10 @@ func startRuntime(t *testing.T, opts Options) (*Runtime, *mcp.ClientSession) {
 	t.Helper()
 	if opts.Cards == nil {
 		opts.Cards = testCards(t)
+	}
+	if opts.Environment == "" {
+		// Most tests run without a registry; prod would deny every tool.
+		opts.Environment = guard.EnvDev
 	}
 	rt, err := New(opts)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/router"
+	"github.com/quiver-mcp/quiver/runtime/guard"
 )
 
 // state is everything derived from one catalog build. It is immutable and
@@ -19,11 +20,14 @@ type state struct {
 	// owner maps a server name of the catalog to the upstream serving it.
 	owner map[string]conn
 	built time.Time
+	// gate is the front door, judging by the registry loaded with this
+	// catalog.
+	gate *guard.Gate
 }
 
 func (r *Runtime) emptyState() *state {
 	snap, _, _ := catalog.Ingest(catalog.Source{}, catalog.Options{Cards: r.cards})
-	return &state{snap: snap, owner: map[string]conn{}}
+	return &state{snap: snap, owner: map[string]conn{}, gate: guard.NewGate(nil, r.opts.Environment)}
 }
 
 // listingTimeout bounds one upstream's re-listing during a rebuild.
@@ -111,7 +115,14 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	snap, rep, err := catalog.Ingest(src, catalog.Options{Cards: r.cards, Limits: r.opts.SchemaLimits, Strict: r.opts.StrictSchemas})
+	gate, cardReg := r.frontDoor()
+	classify := func(server, name string) string {
+		if p, ok := cardReg.Lookup(server, name); ok {
+			return string(p.Class)
+		}
+		return ""
+	}
+	snap, rep, err := catalog.Ingest(src, catalog.Options{Cards: r.cards, Limits: r.opts.SchemaLimits, Strict: r.opts.StrictSchemas, Classify: classify})
 	if err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
@@ -123,9 +134,15 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 		return fmt.Errorf("router: %w", err)
 	}
 	old := r.state.Load()
-	next := &state{gen: old.gen + 1, snap: snap, router: rt, owner: owner, built: time.Now()}
+	next := &state{gen: old.gen + 1, snap: snap, router: rt, owner: owner, built: time.Now(), gate: gate}
 	r.state.Store(next)
 	r.afterSwap(old, next)
+	if r.cache != nil {
+		// Keys carry the catalog generation, so nothing cached before the
+		// swap is served after it; this only frees the memory.
+		r.cache.Purge()
+	}
+	r.logClassification(snap, cardReg)
 	r.met.catalogBuilt(snap, time.Since(start))
 	r.log.Info("catalog published", "gen", next.gen, "tools", rep.Tools, "resources", rep.Resources, "prompts", rep.Prompts, "build", time.Since(start).Round(time.Millisecond))
 	// Browses in flight may still use the old router, so it stays open

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/quiver-mcp/quiver/runtime/config"
+	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/spf13/cobra"
 )
 
@@ -52,8 +53,10 @@ func newConfigCmd() *cobra.Command {
 		Short: "Validate a configuration and print its effective settings",
 		Long: `Validate a configuration file and print the effective settings: every key with
 its default filled in, paths resolved, secrets shown only as the names of the
-environment variables or files they come from. Exit 0 when the file is valid,
-2 with one line FILE:LINE:COL: field: message when it is not.
+environment variables or files they come from. The registry manifests it
+names are validated too, and their pinned version is printed on stderr. Exit 0
+when everything is valid, 2 with one line FILE:LINE:COL: field: message (or
+MANIFEST: /pointer: message) when it is not.
 
 Without --config, the first of quiver.yaml, quiver.yml, quiver.json (in the
 working directory) and $XDG_CONFIG_HOME/quiver/config.yaml is checked; when
@@ -76,6 +79,16 @@ none exists, the built-in defaults are printed.`,
 					}
 					return err
 				}
+			}
+			// The registry manifests are part of the configuration: a
+			// broken one fails the check, a valid set is named by the
+			// version quiver pins at start.
+			if len(cfg.Registry) > 0 {
+				reg, err := guard.LoadRegistry(cfg.Registry)
+				if err != nil {
+					return usageError(err)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "quiver: registry %s (%d manifests, %d tools)\n", reg.Version(), reg.Manifests(), reg.Tools())
 			}
 			out, err := cfg.Effective()
 			if asJSON {

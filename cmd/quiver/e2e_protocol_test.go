@@ -19,7 +19,8 @@ func TestE2EProtocol20251125(t *testing.T) {
 	const version = "2025-11-25"
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "quiver.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`state_dir: %s
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`environment: dev
+state_dir: %s
 upstreams:
   - name: alpha
     command: [%q, "-name", "alpha", "-max-protocol", %q]

@@ -62,6 +62,7 @@ func fleetConfig(t *testing.T, mode string) (cfgPath, record string) {
 		t.Fatal(err)
 	}
 	cfg := fmt.Sprintf(`mode: %s
+environment: dev
 state_dir: %s
 log: {level: debug}
 upstreams:
@@ -545,7 +546,8 @@ func TestE2ECredentialBoundary(t *testing.T) {
 	upURL, upRecord := startUpstreamHTTP(t, "127.0.0.1:0", "upstream-secret")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "quiver.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`state_dir: %s
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`environment: dev
+state_dir: %s
 upstreams:
   - name: remote
     url: %s
@@ -599,7 +601,8 @@ func TestE2ELateUpstreamJoins(t *testing.T) {
 	ln.Close()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "quiver.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`state_dir: %s
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`environment: dev
+state_dir: %s
 upstreams:
   - name: late
     url: http://%s/mcp

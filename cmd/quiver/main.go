@@ -65,6 +65,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newBenchCmd())
 	root.AddCommand(newConfigCmd())
 	root.AddCommand(newServeCmd())
+	root.AddCommand(newReceiptsCmd())
 	return root
 }
 

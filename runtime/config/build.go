@@ -35,7 +35,12 @@ type rawConfig struct {
 	Expose       *rawExpose              `json:"expose"`
 	Schema       *rawSchema              `json:"schema"`
 	TolerantArgs *bool                   `json:"tolerant_args"`
+	Principals   map[string]rawPrincipal `json:"principals"`
 	Log          *rawLog                 `json:"log"`
+}
+
+type rawPrincipal struct {
+	ReadOnly *bool `json:"read_only"`
 }
 
 type rawListen struct {
@@ -229,6 +234,14 @@ func build(t *tree, baseDir string) (*Config, error) {
 		setInt(&cfg.Schema.MaxProperties, s.MaxProperties)
 	}
 	setBool(&cfg.TolerantArgs, raw.TolerantArgs)
+	if len(raw.Principals) > 0 {
+		cfg.Principals = make(map[string]Principal, len(raw.Principals))
+		for name, p := range raw.Principals {
+			var pr Principal
+			setBool(&pr.ReadOnly, p.ReadOnly)
+			cfg.Principals[name] = pr
+		}
+	}
 	if l := raw.Log; l != nil {
 		setString(&cfg.Log.Level, l.Level)
 		setString(&cfg.Log.Format, l.Format)

@@ -149,7 +149,18 @@ type Config struct {
 	Schema SchemaLimits
 	// TolerantArgs turns on the argument repairs of spec 003 §4.4.
 	TolerantArgs bool
-	Log          Log
+	// Principals holds capability constraints by principal name: the stdio
+	// principal (the process owner's user name), or "*" for every principal
+	// not named (HTTP sessions until they authenticate).
+	Principals map[string]Principal
+	Log        Log
+}
+
+// Principal is the capability constraints of one principal.
+type Principal struct {
+	// ReadOnly confines the principal to tools a registry classifies read
+	// (spec 000 capability.constraints.read_only).
+	ReadOnly bool
 }
 
 // Listen is where quiver serves its client.
@@ -399,7 +410,8 @@ func defaultToolPrefix(name string) string {
 }
 
 // FromCatalog returns the configuration of `quiver serve --catalog FILE`
-// without a configuration file: Default plus one static upstream whose
+// without a configuration file: Default in environment dev, plus one static
+// upstream whose
 // catalog is path (made absolute) and whose name is the file's base name
 // without its last extension ("tools.jsonl" -> "tools"), cut to 64 bytes.
 // When nothing of that name fits a namespace (for example "日本.json") the
@@ -423,6 +435,9 @@ func FromCatalog(path string) *Config {
 	u := defaultUpstream(name)
 	u.Catalog = abs
 	c.Dir = filepath.Dir(abs)
+	// A static catalog dispatches nothing real and comes with no registry:
+	// its tools are unclassified, which prod would deny.
+	c.Environment = EnvDev
 	c.Upstreams = []Upstream{u}
 	return c
 }

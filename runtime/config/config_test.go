@@ -114,6 +114,7 @@ func TestFullExample(t *testing.T) {
 		Expose:       Expose{Direct: []string{"files:read_file*", "echo"}},
 		Schema:       SchemaLimits{Strict: true, MaxBytes: 100_000, MaxDepth: 16, MaxProperties: 512},
 		TolerantArgs: true,
+		Principals:   map[string]Principal{"alice": {ReadOnly: true}, "*": {}},
 		Log:          Log{Level: "debug", Format: "json"},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -162,7 +163,7 @@ func TestJSONInput(t *testing.T) {
 		t.Fatalf("$schema key: %v", err)
 	}
 	_, err = Parse("q.json", []byte("{\n\t\"mode\": \"direct\",\n\t\"bogus\": 1\n}"), "/")
-	assertErr(t, err, "q.json:3:2: bogus: unknown key; allowed: artifacts, browse, cache, environment, expose, firewall, listen, log, mode, rate_limits, registry, retry, schema, state_dir, tolerant_args, upstreams")
+	assertErr(t, err, "q.json:3:2: bogus: unknown key; allowed: artifacts, browse, cache, environment, expose, firewall, listen, log, mode, principals, rate_limits, registry, retry, schema, state_dir, tolerant_args, upstreams")
 }
 
 func TestDefaults(t *testing.T) {

@@ -28,7 +28,12 @@ type effConfig struct {
 	Expose       effExpose               `yaml:"expose" json:"expose"`
 	Schema       effSchema               `yaml:"schema" json:"schema"`
 	TolerantArgs bool                    `yaml:"tolerant_args" json:"tolerant_args"`
+	Principals   map[string]effPrincipal `yaml:"principals" json:"principals"`
 	Log          effLog                  `yaml:"log" json:"log"`
+}
+
+type effPrincipal struct {
+	ReadOnly bool `yaml:"read_only" json:"read_only"`
 }
 
 type effListen struct {
@@ -152,7 +157,11 @@ func (c *Config) effective() effConfig {
 		Expose:       effExpose{Direct: list(c.Expose.Direct)},
 		Schema:       effSchema{Strict: c.Schema.Strict, MaxBytes: FormatSize(c.Schema.MaxBytes), MaxDepth: c.Schema.MaxDepth, MaxProperties: c.Schema.MaxProperties},
 		TolerantArgs: c.TolerantArgs,
+		Principals:   make(map[string]effPrincipal, len(c.Principals)),
 		Log:          effLog(c.Log),
+	}
+	for k, v := range c.Principals {
+		e.Principals[k] = effPrincipal(v)
 	}
 	if t := c.Listen.TLS; t != nil {
 		e.Listen.TLS = &effTLS{Cert: t.Cert, Key: t.Key}

@@ -73,7 +73,7 @@ func schemaKeys(t *testing.T) map[string]bool {
 // isMapPath reports whether the keys of the setting at path are data.
 func isMapPath(path string) bool {
 	switch path {
-	case "rate_limits", "upstreams[].env", "upstreams[].credentials.headers_env":
+	case "rate_limits", "principals", "upstreams[].env", "upstreams[].credentials.headers_env":
 		return true
 	}
 	return false

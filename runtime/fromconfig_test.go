@@ -1,0 +1,89 @@
+package runtime
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/config"
+	"github.com/quiver-mcp/quiver/runtime/controls"
+	"github.com/quiver-mcp/quiver/runtime/guard"
+)
+
+// TestFromConfigControls: the guard and control blocks of a configuration
+// reach the runtime, and none of them is reported as not enforced.
+func TestFromConfigControls(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "registries"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "registries", "math.json"), []byte(strings.SplitN(fleetManifests, "\n{", 2)[0]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := `environment: prod
+registry: [registries/*.json]
+retry: {max_attempts: 3, base_delay: 10ms, max_delay: 40ms, jitter: false, retryable_codes: [UPSTREAM_TIMEOUT]}
+cache: {read_only: true, ttl: 5s, max_entries: 8, allow: ["math:*"]}
+rate_limits:
+  tool_execute: {max_calls_per_minute: 5}
+  "tool:math:*": {max_calls_per_session: 2}
+tolerant_args: true
+principals: {alice: {read_only: true}, "*": {read_only: false}}
+upstreams:
+  - name: fleet
+    catalog: ` + mustAbsPath(t, "testdata/fleet.json") + `
+`
+	cfg, err := config.Parse("q.yaml", []byte(src), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	opts, err := FromConfig(cfg, func(string) (string, bool) { return "", false }, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "not enforced") {
+		t.Fatalf("controls reported as not enforced:\n%s", logs.String())
+	}
+	if opts.Environment != guard.EnvProd || !opts.TolerantArgs || !opts.Principals["alice"].ReadOnly || opts.Principals["*"].ReadOnly {
+		t.Fatalf("opts %+v", opts)
+	}
+	if opts.Retry.MaxAttempts != 3 || opts.Retry.BaseDelay != 10*time.Millisecond || opts.Retry.Jitter || len(opts.Retry.RetryableCodes) != 1 {
+		t.Fatalf("retry %+v", opts.Retry)
+	}
+	if c := opts.Cache; c == nil || c.TTL != 5*time.Second || c.MaxEntries != 8 || c.Allow[0] != "math:*" {
+		t.Fatalf("cache %+v", c)
+	}
+	if opts.RateLimits["tool_execute"] != (controls.Limit{PerMinute: 5}) || opts.RateLimits["tool:math:*"] != (controls.Limit{PerSession: 2}) {
+		t.Fatalf("rate limits %+v", opts.RateLimits)
+	}
+	reg, err := opts.Registry()
+	if err != nil || reg.ClassOf("math", "add") != guard.ClassRead {
+		t.Fatalf("registry %v %v", reg, err)
+	}
+	// Unset, every control is off.
+	plain, err := config.Parse("q.yaml", []byte("upstreams: []\n"), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err = FromConfig(plain, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Cache != nil || opts.RateLimits != nil || opts.TolerantArgs || opts.Retry.Enabled() || opts.Registry != nil || opts.Environment != guard.EnvProd {
+		t.Fatalf("defaults %+v", opts)
+	}
+}
+
+func mustAbsPath(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

@@ -1,0 +1,104 @@
+// Package guard enforces spec 000 (read/write separation and document
+// hardening) on the tool_execute path:
+//
+//   - Registry: tool_registry manifests (schemas/mcp/tool_registry.schema.json),
+//     validated, indexed by {server_id, tool_name} and pinned by a version,
+//     the sha256 of the canonical manifests.
+//   - Gate: the front door (the "gateway" layer of the spec). It re-derives
+//     the tool class from the registry, never from the caller, and refuses
+//     unclassified tools in prod, declarations that disagree with the
+//     registry, write calls of read-only callers and write calls without an
+//     idempotency key.
+//   - Connector: the layer that dispatches upstream (the spec's primary
+//     enforcement point). It holds the registry pinned at start, refuses any
+//     call judged against another registry version, re-checks the class and
+//     capability, and runs the document guards: content at the manifest's
+//     JSON pointers is extracted, decoded, bounded and hashed before the call
+//     and after it.
+//   - IdempotencyStore: durable idempotency records (Badger), so a repeated
+//     write with the same key and arguments returns the stored result
+//     instead of running again.
+//
+// Every check is deterministic and runs before the upstream is touched,
+// except the read-side document guards, which judge the upstream's result.
+// Errors are *Error values with the stable codes below; their messages are
+// one line and never carry argument values.
+package guard
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Stable error codes. The first eight are spec 000's; the others are
+// quiver's additions for the same guards.
+const (
+	// CodeUnclassifiedDenied: no manifest classifies {server_id, tool_name}
+	// and the environment is prod.
+	CodeUnclassifiedDenied = "TOOL_UNCLASSIFIED_DENIED"
+	// CodeClassMismatch: a read-only caller called a write tool.
+	CodeClassMismatch = "TOOL_CLASS_MISMATCH"
+	// CodeDeclarationMismatch: the caller's declared tool_class disagrees
+	// with the registry.
+	CodeDeclarationMismatch = "TOOL_CLASS_DECLARATION_MISMATCH"
+	// CodeDocSizeExceeded: a document, or the documents of one call, exceed
+	// the manifest's limits.
+	CodeDocSizeExceeded = "DOC_SIZE_EXCEEDED"
+	// CodeDocHashMismatch: a document's sha256 differs from the caller's
+	// expected_document_hashes.
+	CodeDocHashMismatch = "DOC_HASH_MISMATCH"
+	// CodeDocPointerInvalid: a content pointer does not address a string, or
+	// an expected hash names a pointer that is not a content pointer.
+	CodeDocPointerInvalid = "DOC_CONTENT_POINTER_INVALID"
+	// CodeDocEncodingInvalid: content is not valid for its content_encoding.
+	CodeDocEncodingInvalid = "DOC_ENCODING_INVALID"
+	// CodeIdempotencyKeyRequired: a write tool was called without an
+	// idempotency_key.
+	CodeIdempotencyKeyRequired = "IDEMPOTENCY_KEY_REQUIRED"
+	// CodeIdempotencyKeyReused: the key was used before with another tool or
+	// other arguments.
+	CodeIdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED"
+	// CodeIdempotencyInProgress: a call with the same key is running now;
+	// retry after it finishes.
+	CodeIdempotencyInProgress = "IDEMPOTENCY_KEY_IN_PROGRESS"
+	// CodeIdempotencyOutcomeUnknown: a call with the same key was sent
+	// upstream but its outcome is unknown (timeout, cancellation, crash);
+	// it is never sent again under this key.
+	CodeIdempotencyOutcomeUnknown = "IDEMPOTENCY_OUTCOME_UNKNOWN"
+	// CodeRegistryVersionMismatch: the front door and the connector judged
+	// the call against different registry versions (split-brain), or the
+	// registry could not be loaded.
+	CodeRegistryVersionMismatch = "REGISTRY_VERSION_MISMATCH"
+)
+
+// Error is a guard's refusal: a stable code, a one-line message without
+// argument values, the JSON pointer it concerns ("" when none), and details
+// safe to show the caller (pointers, sizes, limits and hashes, never
+// content).
+type Error struct {
+	Code      string
+	Message   string
+	Pointer   string
+	Retryable bool
+	Details   map[string]any
+}
+
+// Error implements error.
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// deny builds an Error; the message is formatted and made one line.
+func deny(code, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	msg = strings.Join(strings.Fields(msg), " ")
+	return &Error{Code: code, Message: msg}
+}
+
+func (e *Error) at(ptr string) *Error { e.Pointer = ptr; return e }
+
+func (e *Error) with(k string, v any) *Error {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	e.Details[k] = v
+	return e
+}

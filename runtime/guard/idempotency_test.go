@@ -1,0 +1,177 @@
+package guard
+
+import (
+	"context"
+	"sync"
+	"testing"
+)
+
+func openMem(t *testing.T) *IdempotencyStore {
+	t.Helper()
+	s, err := OpenIdempotency(IdempotencyOptions{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestFingerprint(t *testing.T) {
+	a, _ := Fingerprint("s", "t", map[string]any{"a": 1.0, "b": "x"})
+	b, _ := Fingerprint("s", "t", map[string]any{"b": "x", "a": 1.0})
+	c, _ := Fingerprint("s", "t", map[string]any{"a": 2.0, "b": "x"})
+	d, _ := Fingerprint("s", "u", map[string]any{"a": 1.0, "b": "x"})
+	e, _ := Fingerprint("st", "", map[string]any{"a": 1.0, "b": "x"})
+	if a != b {
+		t.Fatal("key order changed the fingerprint")
+	}
+	if a == c || a == d || d == e {
+		t.Fatal("different calls share a fingerprint")
+	}
+}
+
+func TestIdempotencyLifecycle(t *testing.T) {
+	ctx := context.Background()
+	s := openMem(t)
+	type step struct {
+		name      string
+		principal string
+		key, fp   string
+		code      string // refusal expected
+		replay    string // payload expected
+		then      func(r *Reservation)
+	}
+	var steps []step
+	complete := func(payload string) func(*Reservation) {
+		return func(r *Reservation) {
+			if err := s.Complete(ctx, r, []byte(payload)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	steps = append(steps,
+		step{name: "fresh", principal: "p", key: "k1", fp: "f1"},
+		step{name: "running", principal: "p", key: "k1", fp: "f1", code: CodeIdempotencyInProgress},
+		step{name: "running, other args", principal: "p", key: "k1", fp: "f2", code: CodeIdempotencyKeyReused},
+		step{name: "other principal", principal: "q", key: "k1", fp: "f1", then: complete(`{"q":1}`)},
+		step{name: "k2 fresh", principal: "p", key: "k2", fp: "f1", then: complete(`{"ok":1}`)},
+		step{name: "k2 replay", principal: "p", key: "k2", fp: "f1", replay: `{"ok":1}`},
+		step{name: "k2 reused", principal: "p", key: "k2", fp: "f9", code: CodeIdempotencyKeyReused},
+		step{name: "k3 fresh", principal: "p", key: "k3", fp: "f1", then: func(r *Reservation) {
+			if err := s.Abandon(ctx, r, "UPSTREAM_TIMEOUT"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		step{name: "k3 unknown", principal: "p", key: "k3", fp: "f1", code: CodeIdempotencyOutcomeUnknown},
+		step{name: "k4 fresh", principal: "p", key: "k4", fp: "f1", then: func(r *Reservation) {
+			if err := s.Release(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		step{name: "k4 free again", principal: "p", key: "k4", fp: "f2"},
+	)
+	for _, st := range steps {
+		r, refusal, err := s.Begin(ctx, st.principal, st.key, st.fp)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		switch {
+		case st.code != "":
+			if refusal == nil || refusal.Code != st.code {
+				t.Fatalf("%s: refusal %v, want %s", st.name, refusal, st.code)
+			}
+			if (st.code == CodeIdempotencyInProgress) != refusal.Retryable {
+				t.Fatalf("%s: retryable %v", st.name, refusal.Retryable)
+			}
+			continue
+		case refusal != nil:
+			t.Fatalf("%s: refused %v", st.name, refusal)
+		case st.replay != "":
+			if string(r.Replay) != st.replay {
+				t.Fatalf("%s: replay %s", st.name, r.Replay)
+			}
+		case r.Replay != nil:
+			t.Fatalf("%s: unexpected replay %s", st.name, r.Replay)
+		}
+		if st.then != nil {
+			st.then(r)
+		}
+	}
+	// Peek tells without reserving.
+	if replay, refusal, err := s.Peek(ctx, "p", "k2", "f1"); err != nil || refusal != nil || !replay {
+		t.Fatalf("peek k2: %v %v %v", replay, refusal, err)
+	}
+	if replay, refusal, err := s.Peek(ctx, "p", "k5", "f1"); err != nil || refusal != nil || replay {
+		t.Fatalf("peek k5: %v %v %v", replay, refusal, err)
+	}
+	if r, refusal, _ := s.Begin(ctx, "p", "k5", "f1"); refusal != nil || r.Replay != nil {
+		t.Fatal("peek reserved k5")
+	}
+}
+
+// TestIdempotencyConcurrent: of many simultaneous calls with one key,
+// exactly one gets the reservation.
+func TestIdempotencyConcurrent(t *testing.T) {
+	s := openMem(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	fresh := 0
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, refusal, err := s.Begin(context.Background(), "p", "k", "f")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if refusal == nil && r.Replay == nil {
+				mu.Lock()
+				fresh++
+				mu.Unlock()
+			} else if refusal != nil && refusal.Code != CodeIdempotencyInProgress {
+				t.Errorf("refusal %v", refusal)
+			}
+		}()
+	}
+	wg.Wait()
+	if fresh != 1 {
+		t.Fatalf("%d reservations", fresh)
+	}
+}
+
+// TestIdempotencyDurable: records survive a reopen; a reservation left
+// pending by a process that died is an unknown outcome, never re-sent.
+func TestIdempotencyDurable(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := OpenIdempotency(IdempotencyOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, _, _ := s.Begin(ctx, "p", "done", "f")
+	if err := s.Complete(ctx, done, []byte(`{"x":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, refusal, _ := s.Begin(ctx, "p", "pending", "f"); refusal != nil {
+		t.Fatal(refusal)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = OpenIdempotency(IdempotencyOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r, refusal, err := s.Begin(ctx, "p", "done", "f")
+	if err != nil || refusal != nil || string(r.Replay) != `{"x":1}` {
+		t.Fatalf("after reopen: %v %v %v", r, refusal, err)
+	}
+	if _, refusal, _ := s.Begin(ctx, "p", "pending", "f"); refusal == nil || refusal.Code != CodeIdempotencyOutcomeUnknown {
+		t.Fatalf("pending of a dead process: %v", refusal)
+	}
+	if _, err := OpenIdempotency(IdempotencyOptions{}); err == nil {
+		t.Fatal("opened without a directory")
+	}
+}

@@ -1,0 +1,288 @@
+package runtime
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/runtime/controls"
+	"github.com/quiver-mcp/quiver/runtime/guard"
+	"github.com/quiver-mcp/quiver/schemas"
+	"github.com/quiver-mcp/quiver/toolid"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// Wire codes of the execute-path guards (spec 000, and quiver's additions;
+// see package guard for their meaning).
+const (
+	CodeToolUnclassifiedDenied       = guard.CodeUnclassifiedDenied
+	CodeToolClassMismatch            = guard.CodeClassMismatch
+	CodeToolClassDeclarationMismatch = guard.CodeDeclarationMismatch
+	CodeDocSizeExceeded              = guard.CodeDocSizeExceeded
+	CodeDocHashMismatch              = guard.CodeDocHashMismatch
+	CodeDocContentPointerInvalid     = guard.CodeDocPointerInvalid
+	CodeDocEncodingInvalid           = guard.CodeDocEncodingInvalid
+	CodeIdempotencyKeyRequired       = guard.CodeIdempotencyKeyRequired
+	CodeIdempotencyKeyReused         = guard.CodeIdempotencyKeyReused
+	CodeIdempotencyKeyInProgress     = guard.CodeIdempotencyInProgress
+	CodeIdempotencyOutcomeUnknown    = guard.CodeIdempotencyOutcomeUnknown
+	CodeRegistryVersionMismatch      = guard.CodeRegistryVersionMismatch
+)
+
+// toolCallSchemaURL is the $id of schemas/tool_call.schema.json.
+const toolCallSchemaURL = "https://quiver-mcp.dev/schemas/tool_call.schema.json"
+
+// initExecute prepares what New owns on the execute path: the compiled
+// tool_call schema (also tool_execute's inputSchema) and the controls that
+// live as long as the runtime.
+func (r *Runtime) initExecute() error {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemas.ToolCall))
+	if err != nil {
+		return fmt.Errorf("runtime: tool_call schema: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	if err := c.AddResource(toolCallSchemaURL, doc); err != nil {
+		return fmt.Errorf("runtime: tool_call schema: %w", err)
+	}
+	if r.callSchema, err = c.Compile(toolCallSchemaURL); err != nil {
+		return fmt.Errorf("runtime: tool_call schema: %w", err)
+	}
+	// The inputSchema is the same document without its header.
+	var m map[string]any
+	if err := json.Unmarshal(schemas.ToolCall, &m); err != nil {
+		return fmt.Errorf("runtime: tool_call schema: %w", err)
+	}
+	for _, k := range []string{"$schema", "$id", "title", "description"} {
+		delete(m, k)
+	}
+	if r.executeSchema, err = json.Marshal(m); err != nil {
+		return fmt.Errorf("runtime: tool_call schema: %w", err)
+	}
+	if r.opts.Cache != nil {
+		r.cache = controls.NewCache[*mcp.CallToolResult](*r.opts.Cache)
+	}
+	r.limiter = controls.NewRateLimiter(r.opts.RateLimits, nil)
+	return nil
+}
+
+// loadRegistry runs Options.Registry.
+func (r *Runtime) loadRegistry() (*guard.Registry, error) {
+	if r.opts.Registry == nil {
+		return guard.NewRegistry()
+	}
+	reg, err := r.opts.Registry()
+	if err != nil {
+		return nil, err
+	}
+	if reg == nil {
+		return guard.NewRegistry()
+	}
+	return reg, nil
+}
+
+// pinRegistry loads the registry and pins it in the connector layer, and
+// opens the idempotency store when the registry classifies any tool write.
+func (r *Runtime) pinRegistry() error {
+	reg, err := r.loadRegistry()
+	if err != nil {
+		return fmt.Errorf("tool registry: %w", err)
+	}
+	r.connector = guard.NewConnector(reg, r.opts.Environment)
+	r.log.Info("tool registry pinned", "version", reg.Version(), "manifests", reg.Manifests(), "tools", reg.Tools(), "environment", string(r.opts.Environment))
+	if r.opts.Environment == guard.EnvProd && reg.Tools() == 0 {
+		r.log.Warn("environment prod without registry manifests: every tool_execute is denied (TOOL_UNCLASSIFIED_DENIED); add registry manifests or set environment: dev")
+	}
+	if !reg.HasWrites() {
+		return nil
+	}
+	o := guard.IdempotencyOptions{TTL: r.opts.IdempotencyTTL, Logger: r.log}
+	if r.opts.StateDir == "" {
+		o.InMemory = true
+	} else {
+		o.Dir = filepath.Join(r.opts.StateDir, "idempotency")
+		if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+			return fmt.Errorf("idempotency store: %w", err)
+		}
+	}
+	if r.idem, err = guard.OpenIdempotency(o); err != nil {
+		return err
+	}
+	return nil
+}
+
+// frontDoor loads the registry for a new catalog: the gate that judges
+// calls against it, and the registry the cards are classified by (the
+// pinned one when loading failed). A registry that differs from the pinned
+// one is served (so that the front door and the connector disagree, and
+// every call is refused) and logged.
+func (r *Runtime) frontDoor() (*guard.Gate, *guard.Registry) {
+	pinned := (*guard.Registry)(nil)
+	if r.connector != nil {
+		pinned = r.connector.Pinned()
+	}
+	reg, err := r.loadRegistry()
+	if err != nil {
+		r.log.Error("loading the tool registry failed; every tool_execute is refused (REGISTRY_VERSION_MISMATCH) until it loads again", "err", err)
+		return guard.UnavailableGate(r.opts.Environment), pinned
+	}
+	if pinned != nil && reg.Version() != pinned.Version() {
+		r.log.Error("the tool registry changed since quiver started; every tool_execute is refused (REGISTRY_VERSION_MISMATCH) until quiver restarts and pins it",
+			"pinned", pinned.Version(), "current", reg.Version())
+	}
+	return guard.NewGate(reg, r.opts.Environment), reg
+}
+
+// logClassification reports how much of the catalog the registry covers.
+func (r *Runtime) logClassification(snap *catalog.Snapshot, reg *guard.Registry) {
+	var read, write, none int
+	for _, it := range snap.Items(toolid.KindTool) {
+		switch reg.ClassOf(it.Server, it.UpstreamName) {
+		case guard.ClassRead:
+			read++
+		case guard.ClassWrite:
+			write++
+		default:
+			none++
+		}
+	}
+	verdict := "allowed with a warning"
+	if r.opts.Environment == guard.EnvProd {
+		verdict = "denied"
+	}
+	r.log.Info("tool classification", "read", read, "write", write, "unclassified", none, "unclassified_are", verdict, "registry", reg.Version())
+}
+
+// principalName is the configured name of the caller's principal: the
+// local principal over stdio, "" (not named) for an HTTP session.
+func (r *Runtime) principalName(ss *mcp.ServerSession) string {
+	if ss != nil && ss.ID() != "" {
+		return ""
+	}
+	return r.opts.LocalPrincipal
+}
+
+// readOnly reports the caller's read_only constraint.
+func (r *Runtime) readOnly(ss *mcp.ServerSession) bool {
+	if name := r.principalName(ss); name != "" {
+		if p, ok := r.opts.Principals[name]; ok {
+			return p.ReadOnly
+		}
+	}
+	return r.opts.Principals["*"].ReadOnly
+}
+
+// sessionKey keys per-session rate limits.
+func sessionKey(ss *mcp.ServerSession) any {
+	if ss == nil {
+		return nil
+	}
+	return ss
+}
+
+// rateLimited turns a limiter's denial into RATE_LIMITED: retryable with
+// retry_after (seconds) for the per-minute window, not retryable for a
+// session cap.
+func rateLimited(d *controls.Denial) *Error {
+	e := newError(CodeRateLimited, "%s of scope %s reached", d.Limit, d.Scope).
+		withDetail("scope", d.Scope).withDetail("limit", d.Limit)
+	if d.RetryAfter > 0 {
+		e.withDetail("retry_after", d.RetryAfter.Seconds())
+	} else {
+		e.Retryable = false
+	}
+	return e
+}
+
+// takeMeta counts one call of a meta-tool against its rate limits.
+func (r *Runtime) takeMeta(ss *mcp.ServerSession, tool string) *Error {
+	if d := r.limiter.Take(sessionKey(ss), tool, ""); d != nil {
+		return rateLimited(d)
+	}
+	return nil
+}
+
+// guardError converts a guard refusal into a wire error. where prefixes
+// JSON pointers: "args" for the call's arguments, "result" for the
+// upstream's result.
+func guardError(ge *guard.Error, where string) *Error {
+	if ge == nil {
+		return nil
+	}
+	e := &Error{Code: ge.Code, Message: sanitize(ge.Message), Retryable: ge.Retryable, quiet: true}
+	for k, v := range ge.Details {
+		e.withDetail(k, v)
+	}
+	switch {
+	case strings.HasPrefix(ge.Pointer, "/") || (ge.Pointer == "" && strings.HasPrefix(ge.Code, "DOC_")):
+		e.Path = sanitize(where + ge.Pointer)
+		e.withDetail("pointer", ge.Pointer)
+	default:
+		e.Path = sanitize(ge.Pointer)
+	}
+	return e
+}
+
+// validateCall checks tool_execute's arguments against
+// schemas/tool_call.schema.json (spec 000 §9.2.2 rule 1). The decoder has
+// already enforced the fields and their JSON types; the schema adds the
+// patterns, lengths and enums. args is checked by decodeToolArgs.
+func (r *Runtime) validateCall(a *executeArgs) *Error {
+	doc := map[string]any{"tool_id": a.ToolID, "dry_run": a.DryRun}
+	if a.IdempotencyKey != nil {
+		doc["idempotency_key"] = *a.IdempotencyKey
+	}
+	if a.ToolClass != nil {
+		doc["tool_class"] = *a.ToolClass
+	}
+	if a.ContentHashAlg != nil {
+		doc["content_hash_alg"] = *a.ContentHashAlg
+	}
+	if a.ExpectedDocumentHashes != nil {
+		list := make([]any, len(a.ExpectedDocumentHashes))
+		for i, h := range a.ExpectedDocumentHashes {
+			list[i] = map[string]any{"pointer": h.Pointer, "hash": h.Hash}
+		}
+		doc["expected_document_hashes"] = list
+	}
+	err := r.callSchema.Validate(doc)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return newError(CodeArgsInvalid, "invalid tool_execute arguments")
+	}
+	for len(ve.Causes) > 0 {
+		ve = ve.Causes[0]
+	}
+	loc := append([]string(nil), ve.InstanceLocation...)
+	field := strings.Join(loc, "/")
+	msg := ve.ErrorKind.LocalizedString(message.NewPrinter(language.English))
+	// The message may quote the offending value: it is the caller's own,
+	// but it stays out of the log.
+	e := newError(CodeArgsInvalid, "%s: %s", field, msg).withPath(field)
+	e.quiet = true
+	return e
+}
+
+// argsDigest is the sha256 of the canonical arguments: what the log shows
+// of them.
+func argsDigest(args any) string {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,142 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// ErrGlob is matched by the errors of [CompileGlob].
+var ErrGlob = errors.New("invalid glob")
+
+// Glob is a compiled glob pattern over whole strings: '*' matches any run
+// of characters (':', '/' and '#' included), '?' matches one character,
+// and '\' makes the next character literal. Everything else matches
+// itself, case-sensitively. Matching takes time linear in the product of
+// the lengths at worst, never exponential.
+type Glob struct {
+	pattern string
+	toks    []globTok
+	literal bool
+}
+
+type globTok struct {
+	kind byte // 'l' literal rune, '*' star, '?' any rune
+	r    rune
+}
+
+// CompileGlob compiles pattern; a trailing lone '\' or invalid UTF-8 is an
+// error.
+func CompileGlob(pattern string) (Glob, error) {
+	if !utf8.ValidString(pattern) {
+		return Glob{}, fmt.Errorf("%w %q: not valid UTF-8", ErrGlob, pattern)
+	}
+	g := Glob{pattern: pattern, literal: true}
+	esc := false
+	for _, r := range pattern {
+		switch {
+		case esc:
+			g.toks = append(g.toks, globTok{kind: 'l', r: r})
+			esc = false
+		case r == '\\':
+			esc = true
+			g.literal = false
+		case r == '*':
+			// Collapse runs of stars.
+			if n := len(g.toks); n == 0 || g.toks[n-1].kind != '*' {
+				g.toks = append(g.toks, globTok{kind: '*'})
+			}
+			g.literal = false
+		case r == '?':
+			g.toks = append(g.toks, globTok{kind: '?'})
+			g.literal = false
+		default:
+			g.toks = append(g.toks, globTok{kind: 'l', r: r})
+		}
+	}
+	if esc {
+		return Glob{}, fmt.Errorf("%w %q: ends with a lone '\\'", ErrGlob, pattern)
+	}
+	return g, nil
+}
+
+// MustGlob is CompileGlob for patterns known to be valid; it panics
+// otherwise.
+func MustGlob(pattern string) Glob {
+	g, err := CompileGlob(pattern)
+	if err != nil {
+		panic(err)
+	}
+	return g
+}
+
+// String returns the pattern.
+func (g Glob) String() string { return g.pattern }
+
+// Match reports whether s matches the whole pattern.
+func (g Glob) Match(s string) bool {
+	if g.literal {
+		return s == g.pattern
+	}
+	// Classic two-pointer matching with backtracking to the last star.
+	rs := []rune(s)
+	ti, si := 0, 0
+	starT, starS := -1, 0
+	for si < len(rs) {
+		if ti < len(g.toks) {
+			switch t := g.toks[ti]; t.kind {
+			case '*':
+				starT, starS = ti, si
+				ti++
+				continue
+			case '?':
+				ti++
+				si++
+				continue
+			default:
+				if t.r == rs[si] {
+					ti++
+					si++
+					continue
+				}
+			}
+		}
+		if starT < 0 {
+			return false
+		}
+		starS++
+		ti, si = starT+1, starS
+	}
+	for ti < len(g.toks) && g.toks[ti].kind == '*' {
+		ti++
+	}
+	return ti == len(g.toks)
+}
+
+// globSet matches when any of its globs matches; the empty set matches
+// nothing (callers treat an absent criterion as "any" before asking).
+type globSet []Glob
+
+func compileGlobs(field string, patterns []string) (globSet, error) {
+	if len(patterns) == 0 {
+		return nil, nil
+	}
+	gs := make(globSet, 0, len(patterns))
+	for _, p := range patterns {
+		g, err := CompileGlob(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		gs = append(gs, g)
+	}
+	return gs, nil
+}
+
+func (gs globSet) match(s string) bool {
+	for _, g := range gs {
+		if g.Match(s) {
+			return true
+		}
+	}
+	return false
+}
