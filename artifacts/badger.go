@@ -28,6 +28,8 @@ const (
 	defaultChunkSize int64 = 1 << 20
 	// diskMemTableSize is the memtable of an on-disk store.
 	diskMemTableSize = 8 << 20
+	// memMemTableSize is the memtable of an in-memory store.
+	memMemTableSize = 16 << 20
 	// memChunkSize is the chunk size of an in-memory store: without a value
 	// log, Badger refuses values of 64 KiB and more.
 	memChunkSize int64 = 60 << 10
@@ -142,6 +144,7 @@ type BadgerStore struct {
 	ttl       time.Duration
 	maxBytes  int64
 	chunkSize int64
+	txnBytes  int64 // chunk bytes committed per staging transaction
 	syncMode  syncMode
 	now       func() time.Time
 	log       *slog.Logger
@@ -210,8 +213,12 @@ func OpenBadger(opts Options) (*BadgerStore, error) {
 		// metadata and pointers: a 64 MiB memtable arena (the default,
 		// allocated up front) would be most of the store's memory.
 		WithMemTableSize(diskMemTableSize)
+	txnBytes := int64(chunkTxnBytes)
 	if opts.InMemory {
-		bo = badger.DefaultOptions("").WithInMemory(true)
+		// Without a value log every chunk sits in the memtable, and a
+		// transaction may hold at most 15% of it.
+		bo = badger.DefaultOptions("").WithInMemory(true).WithMemTableSize(memMemTableSize)
+		txnBytes = memMemTableSize / 8
 	} else if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("artifacts: create state dir: %w", err)
 	}
@@ -238,6 +245,7 @@ func OpenBadger(opts Options) (*BadgerStore, error) {
 		ttl:       opts.TTL,
 		maxBytes:  opts.MaxBytes,
 		chunkSize: opts.chunkSize,
+		txnBytes:  txnBytes,
 		syncMode:  opts.sync,
 		now:       opts.Now,
 		log:       opts.Logger,
@@ -657,7 +665,7 @@ func (s *BadgerStore) writeChunks(ctx context.Context, id blobID, size int64, da
 		if err != nil {
 			return sum, fmt.Errorf("artifacts: write chunks: %w", err)
 		}
-		if pending += n; pending >= chunkTxnBytes {
+		if pending += n; pending >= s.txnBytes {
 			if err := commit(); err != nil {
 				return sum, err
 			}

@@ -196,6 +196,7 @@ func shortHash(s string) string {
 
 type toolWork struct {
 	def    *ToolDef
+	raw    json.RawMessage // the input schema checked (a default when absent)
 	input  schemaCheck
 	output schemaCheck
 	card   choicecard.Card
@@ -242,7 +243,7 @@ func (in *ingester) tools(defs []ToolDef) {
 		w := work[i]
 		d := w.def
 		it := &Item{ID: key, Canonical: w.id, Kind: toolid.KindTool, Server: d.Server, Namespace: w.id.Namespace,
-			UpstreamName: d.Name, Tool: d, input: w.input.compiled, inputDoc: w.input.doc, outputDoc: w.output.doc}
+			UpstreamName: d.Name, Tool: d, schemaOK: w.input.compiled != nil, inputRaw: w.raw}
 		base := Finding{Kind: toolid.KindTool, Server: d.Server, Name: d.Name, ID: key}
 		flag := func(sev Severity, code, msg string) {
 			f := base
@@ -284,6 +285,7 @@ func (in *ingester) prepareTool(w *toolWork) {
 	if len(raw) == 0 {
 		raw = json.RawMessage(`{"type":"object"}`)
 	}
+	w.raw = raw
 	w.input = checkSchema(raw, in.lim)
 	if len(d.OutputSchema) > 0 {
 		w.output = checkSchema(d.OutputSchema, in.lim)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/quiver-mcp/quiver/choicecard"
 	"github.com/quiver-mcp/quiver/toolid"
@@ -39,14 +40,40 @@ type Item struct {
 	// Findings are this item's ingest findings (also in the Report).
 	Findings []Finding
 
-	input     *jsonschema.Schema // compiled input schema; nil when invalid
-	inputDoc  map[string]any     // decoded input schema
-	outputDoc map[string]any     // decoded output schema, nil when absent or invalid
+	// schemaOK records that the input schema passed every ingest check.
+	// The compiled validator is not kept from ingest: it is built again on
+	// first use, once per item, so a catalog of tens of thousands of tools
+	// holds raw schema bytes rather than compiled schemas and decoded maps.
+	schemaOK  bool
+	inputRaw  json.RawMessage // the checked input schema ({"type":"object"} when absent)
+	validator lazyValidator
 }
+
+// lazyValidator compiles an item's input schema once, on first use.
+type lazyValidator struct {
+	once sync.Once
+	sch  *jsonschema.Schema
+	err  error
+}
+
+func (it *Item) compiled() (*jsonschema.Schema, error) {
+	v := &it.validator
+	v.once.Do(func() {
+		c := checkSchema(it.inputRaw, SchemaLimits{MaxBytes: len(it.inputRaw), MaxDepth: maxInt, MaxProperties: maxInt})
+		if c.compiled == nil {
+			v.err = fmt.Errorf("%s: %s: %w", it.ID, c.msg, ErrSchemaInvalid)
+			return
+		}
+		v.sch = c.compiled
+	})
+	return v.sch, v.err
+}
+
+const maxInt = int(^uint(0) >> 1)
 
 // SchemaOK reports whether the tool's input schema passed every ingest check,
 // so that ValidateArgs can judge arguments.
-func (it *Item) SchemaOK() bool { return it.input != nil }
+func (it *Item) SchemaOK() bool { return it.schemaOK }
 
 // ValidateArgs validates call arguments against the tool's compiled input
 // schema. It returns an *ArgsError (ErrArgsInvalid) listing every finding,
@@ -56,15 +83,29 @@ func (it *Item) ValidateArgs(args any) error {
 	if it.Kind != toolid.KindTool {
 		return fmt.Errorf("%s is a %s, not a tool: %w", it.ID, it.Kind, ErrNotFound)
 	}
-	if it.input == nil {
+	if !it.schemaOK {
 		return fmt.Errorf("%s: %w", it.ID, ErrSchemaInvalid)
 	}
-	return validate(it.input, args)
+	sch, err := it.compiled()
+	if err != nil {
+		return err
+	}
+	return validate(sch, args)
 }
 
-// InputSchema returns the decoded input schema (nil when it was not a JSON
-// object). The map is shared: do not modify it.
-func (it *Item) InputSchema() map[string]any { return it.inputDoc }
+// InputSchema returns the input schema decoded afresh from its raw bytes
+// (nil when it is not a JSON object), so that reading a schema, as the
+// router does for every tool, does not pin a decoded copy per tool.
+func (it *Item) InputSchema() map[string]any {
+	if it.Tool == nil {
+		return nil
+	}
+	var doc map[string]any
+	if json.Unmarshal(it.inputRaw, &doc) != nil {
+		return nil
+	}
+	return doc
+}
 
 // Hydration is the full definition of an item, as tool_hydrate returns it.
 type Hydration struct {
@@ -131,7 +172,7 @@ func (s *Snapshot) Hydrate(id string) (Hydration, error) {
 	if !ok {
 		return Hydration{}, fmt.Errorf("%q: %w", id, ErrNotFound)
 	}
-	h := Hydration{ID: it.ID, Kind: it.Kind, Server: it.Server, Namespace: it.Namespace, SchemaValid: it.input != nil}
+	h := Hydration{ID: it.ID, Kind: it.Kind, Server: it.Server, Namespace: it.Namespace, SchemaValid: it.schemaOK}
 	switch {
 	case it.Tool != nil:
 		t := it.Tool
