@@ -46,7 +46,7 @@ type Item struct {
 	// holds raw schema bytes rather than compiled schemas and decoded maps.
 	schemaOK  bool
 	inputRaw  json.RawMessage // the checked input schema ({"type":"object"} when absent)
-	validator lazyValidator
+	validator *lazyValidator  // shared by copies of the item
 }
 
 // lazyValidator compiles an item's input schema once, on first use.
@@ -57,7 +57,7 @@ type lazyValidator struct {
 }
 
 func (it *Item) compiled() (*jsonschema.Schema, error) {
-	v := &it.validator
+	v := it.validator
 	v.once.Do(func() {
 		c := checkSchema(it.inputRaw, SchemaLimits{MaxBytes: len(it.inputRaw), MaxDepth: maxInt, MaxProperties: maxInt})
 		if c.compiled == nil {

@@ -31,6 +31,16 @@ const (
 	CodeResourceNotFound    = "RESOURCE_NOT_FOUND"
 	CodePromptNotFound      = "PROMPT_NOT_FOUND"
 	CodeInternal            = "INTERNAL"
+
+	// The safety profile (spec 001). POLICY_DENIED: the policy or the
+	// incident state refuses the call (details.reason_codes say why, e.g.
+	// NO_MATCHING_RULE, KILL_SWITCH, INCIDENT_MODE). APPROVAL_REQUIRED: an
+	// operator must grant details.approval_id; the identical call then
+	// proceeds once. CLIENT_CREDENTIAL_REJECTED: the arguments carry a
+	// credential, which quiver never forwards upstream.
+	CodePolicyDenied     = "POLICY_DENIED"
+	CodeApprovalRequired = "APPROVAL_REQUIRED"
+	CodeClientCredential = "CLIENT_CREDENTIAL_REJECTED"
 )
 
 // maxMessage caps the model-visible message of an error.

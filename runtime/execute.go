@@ -72,7 +72,7 @@ func (r *Runtime) upstreamOf(st *state, server string) upstreamInfo {
 }
 
 func (r *Runtime) handleExecute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ToolExecute, func() (*mcp.CallToolResult, *Error) {
+	return r.instrument(ctx, req, ToolExecute, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a executeArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
@@ -140,6 +140,7 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	if !ok || it.Kind != toolid.KindTool {
 		return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withPath("tool_id")
 	}
+	r.recordItem(ctx, st, it)
 	var repairs []string
 	raw := a.Args
 	if r.opts.TolerantArgs {
@@ -161,7 +162,7 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 		}
 	}
 	call := &guard.Call{ServerID: it.Server, ToolName: it.UpstreamName, Args: args,
-		ExpectedHashes: a.ExpectedDocumentHashes, ReadOnly: r.readOnly(ss)}
+		ExpectedHashes: a.ExpectedDocumentHashes, ReadOnly: r.readOnly(ctx, ss)}
 	if a.IdempotencyKey != nil {
 		call.IdempotencyKey = *a.IdempotencyKey
 	}
@@ -173,6 +174,19 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	deny := func(e *Error) (*mcp.CallToolResult, *Error) {
 		r.log.Info("tool_execute refused", "code", e.Code, "tool_id", it.ID, "server", it.Server, "tool", it.UpstreamName, "args_sha256", argsDigest(args))
 		return nil, e.withDetail("tool_id", it.ID)
+	}
+
+	// Authorization (spec 001 MUSTs 4, 5, 9): the incident state and the
+	// policy decide for this principal, approvals let a require_approval
+	// call through once, and client credentials in the arguments are
+	// refused.
+	if e := v.record("authorization", false, r.authorize(ctx, st, it, a.Args, a.DryRun)); e != nil {
+		return deny(e)
+	}
+	if clientToken(args, 0) {
+		if e := v.record("credential_boundary", false, blockClientToken(ctx)); e != nil {
+			return deny(e)
+		}
 	}
 
 	// Front door: the class comes from the registry, never from the caller.
@@ -194,7 +208,7 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	if e := v.guards(checks); e != nil {
 		return deny(e)
 	}
-	sess := sessionKey(ss)
+	sess := r.limitKey(ctx, ss)
 	if a.DryRun {
 		var rl *Error
 		if d := r.limiter.Check(sess, ToolExecute, it.ID); d != nil {
@@ -375,7 +389,7 @@ func (r *Runtime) beginIdempotent(ctx context.Context, ss *mcp.ServerSession, it
 	if err != nil {
 		return nil, nil, newError(CodeInternal, "internal gateway error").withCause(err)
 	}
-	resv, refusal, err := r.idem.Begin(ctx, r.ownerOf(ss), call.IdempotencyKey, fp)
+	resv, refusal, err := r.idem.Begin(ctx, r.ownerOf(ctx, ss), call.IdempotencyKey, fp)
 	switch {
 	case err != nil:
 		return nil, nil, newError(CodeInternal, "idempotency records are not available").withCause(err)
@@ -411,7 +425,7 @@ func (r *Runtime) idempotencyPreview(ctx context.Context, ss *mcp.ServerSession,
 		v.record("idempotency_record", false, newError(CodeInternal, "internal gateway error"))
 		return
 	}
-	replay, refusal, err := r.idem.Peek(ctx, r.ownerOf(ss), call.IdempotencyKey, fp)
+	replay, refusal, err := r.idem.Peek(ctx, r.ownerOf(ctx, ss), call.IdempotencyKey, fp)
 	switch {
 	case err != nil:
 		v.record("idempotency_record", false, newError(CodeInternal, "idempotency records are not available"))
@@ -539,12 +553,12 @@ type viewArgs struct {
 }
 
 func (r *Runtime) handleView(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ToolView, func() (*mcp.CallToolResult, *Error) {
+	return r.instrument(ctx, req, ToolView, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a viewArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
 		}
-		if e := r.takeMeta(req.Session, ToolView); e != nil {
+		if e := r.takeMeta(ctx, req.Session, ToolView); e != nil {
 			return nil, e
 		}
 		sel, err := firewall.ParseSelector(a.Selector)
@@ -554,7 +568,7 @@ func (r *Runtime) handleView(ctx context.Context, req *mcp.CallToolRequest) (*mc
 		if r.fw == nil {
 			return nil, newError(CodeViewFailed, "no artifact with handle %q", a.Handle).withPath("handle")
 		}
-		v, err := r.fw.View(ctx, r.ownerOf(req.Session), a.Handle, sel)
+		v, err := r.fw.View(ctx, r.ownerOf(ctx, req.Session), a.Handle, sel)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, newError(CodeViewFailed, "the view was cancelled").withCause(err)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/runtime/admin"
 	"github.com/quiver-mcp/quiver/runtime/config"
 	"github.com/quiver-mcp/quiver/runtime/controls"
 	"github.com/quiver-mcp/quiver/runtime/guard"
@@ -51,6 +52,27 @@ func FromConfig(cfg *config.Config, getenv func(string) (string, bool), log *slo
 			opts.Principals[name] = Principal{ReadOnly: p.ReadOnly}
 		}
 	}
+	opts.Auth = cfg.Auth
+	if cfg.Auth.Local.Sub != "" {
+		opts.LocalPrincipal = cfg.Auth.Local.Sub
+	}
+	opts.Getenv = func(k string) string { v, _ := getenv(k); return v }
+	opts.PolicyFile, opts.PolicyWatchInterval = cfg.Policy.File, cfg.Policy.WatchInterval
+	opts.ApprovalTTL, opts.ApprovalMaxPending = cfg.Approvals.TTL, cfg.Approvals.MaxPending
+	opts.IncidentPersist = cfg.Incident.Persist
+	if cfg.Admin.TokenEnv != "" {
+		tok, ok := getenv(cfg.Admin.TokenEnv)
+		if !ok || tok == "" {
+			return Options{}, fmt.Errorf("admin.token_env: environment variable %s is not set", cfg.Admin.TokenEnv)
+		}
+		opts.AdminToken = []byte(tok)
+	}
+	if cl := cfg.Admin.Claim; cl != nil {
+		if len(cfg.Auth.Issuers) == 0 {
+			return Options{}, fmt.Errorf("admin.claim needs auth.issuers to verify administrators' tokens")
+		}
+		opts.AdminClaim = &admin.Claim{Name: cl.Name, Value: cl.Value}
+	}
 	if cfg.Cache.ReadOnly {
 		opts.Cache = &controls.CacheOptions{TTL: cfg.Cache.TTL, MaxEntries: cfg.Cache.MaxEntries, Allow: cfg.Cache.Allow}
 	}
@@ -74,7 +96,7 @@ func FromConfig(cfg *config.Config, getenv func(string) (string, bool), log *slo
 		if !u.Enabled {
 			continue
 		}
-		uo := UpstreamOptions{Name: u.Name, TrustLevel: string(u.TrustLevel), Risk: string(u.Risk)}
+		uo := UpstreamOptions{Name: u.Name, TrustLevel: string(u.TrustLevel), Risk: string(u.Risk), Credentialed: !u.Credentials.IsZero()}
 		if u.Catalog != "" {
 			src, err := catalog.LoadFile(u.Catalog)
 			if err != nil {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -164,8 +165,12 @@ func (r *Runtime) logClassification(snap *catalog.Snapshot, reg *guard.Registry)
 }
 
 // principalName is the configured name of the caller's principal: the
-// local principal over stdio, "" (not named) for an HTTP session.
-func (r *Runtime) principalName(ss *mcp.ServerSession) string {
+// subject of a verified token, the local principal over stdio, "" (not
+// named) for an anonymous HTTP session.
+func (r *Runtime) principalName(ctx context.Context, ss *mcp.ServerSession) string {
+	if c := callerOf(ctx); c != nil && c.jwt {
+		return c.p.Sub
+	}
 	if ss != nil && ss.ID() != "" {
 		return ""
 	}
@@ -173,8 +178,8 @@ func (r *Runtime) principalName(ss *mcp.ServerSession) string {
 }
 
 // readOnly reports the caller's read_only constraint.
-func (r *Runtime) readOnly(ss *mcp.ServerSession) bool {
-	if name := r.principalName(ss); name != "" {
+func (r *Runtime) readOnly(ctx context.Context, ss *mcp.ServerSession) bool {
+	if name := r.principalName(ctx, ss); name != "" {
 		if p, ok := r.opts.Principals[name]; ok {
 			return p.ReadOnly
 		}
@@ -182,8 +187,12 @@ func (r *Runtime) readOnly(ss *mcp.ServerSession) bool {
 	return r.opts.Principals["*"].ReadOnly
 }
 
-// sessionKey keys per-session rate limits.
-func sessionKey(ss *mcp.ServerSession) any {
+// limitKey keys rate limits: the principal of a verified token (its limits
+// follow it across sessions), else the session.
+func (r *Runtime) limitKey(ctx context.Context, ss *mcp.ServerSession) any {
+	if c := callerOf(ctx); c != nil && c.jwt {
+		return "principal:" + c.p.Key()
+	}
 	if ss == nil {
 		return nil
 	}
@@ -205,8 +214,8 @@ func rateLimited(d *controls.Denial) *Error {
 }
 
 // takeMeta counts one call of a meta-tool against its rate limits.
-func (r *Runtime) takeMeta(ss *mcp.ServerSession, tool string) *Error {
-	if d := r.limiter.Take(sessionKey(ss), tool, ""); d != nil {
+func (r *Runtime) takeMeta(ctx context.Context, ss *mcp.ServerSession, tool string) *Error {
+	if d := r.limiter.Take(r.limitKey(ctx, ss), tool, ""); d != nil {
 		return rateLimited(d)
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/choicecard"
+	"github.com/quiver-mcp/quiver/router"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/toolid"
 )
@@ -121,12 +122,12 @@ type browseResult struct {
 }
 
 func (r *Runtime) handleBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ToolBrowse, func() (*mcp.CallToolResult, *Error) {
+	return r.instrument(ctx, req, ToolBrowse, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a browseArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
 		}
-		if e := r.takeMeta(req.Session, ToolBrowse); e != nil {
+		if e := r.takeMeta(ctx, req.Session, ToolBrowse); e != nil {
 			return nil, e
 		}
 		return r.browse(ctx, req.Session, toolid.KindTool, a)
@@ -150,17 +151,26 @@ func (r *Runtime) browse(ctx context.Context, ss *mcp.ServerSession, kind toolid
 		if a.Cursor != "" {
 			return nil, newError(CodeArgsInvalid, "cursor applies to path browses only").withPath("cursor")
 		}
-		cards, err := st.router.Route(ctx, kind, *a.Query, k)
+		fetch := k
+		if r.filtering() {
+			// Over-fetch, so that hidden hits do not crowd visible ones
+			// out of the top k.
+			fetch = min(max(4*k, k), router.MaxTopK)
+		}
+		cards, err := st.router.Route(ctx, kind, *a.Query, fetch)
 		if err != nil {
 			return nil, classify(err)
 		}
-		res.Cards = cards
+		res.Cards = r.visibleCards(ctx, st, cards)
+		if len(res.Cards) > k {
+			res.Cards = res.Cards[:k]
+		}
 	} else {
 		page, err := st.router.Browse(kind, *a.Path, k, a.Cursor)
 		if err != nil {
 			return nil, classify(err).withPath(*a.Path)
 		}
-		res.Cards, res.NextCursor, res.Total = page.Cards, page.NextCursor, page.Total
+		res.Cards, res.NextCursor, res.Total = r.visibleCards(ctx, st, page.Cards), page.NextCursor, page.Total
 	}
 	if r.opts.CacheStable {
 		res.Cards = r.sessions.get(ss, st.gen).Apply(res.Cards)
@@ -180,17 +190,21 @@ type hydrateArgs struct {
 }
 
 func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ToolHydrate, func() (*mcp.CallToolResult, *Error) {
+	return r.instrument(ctx, req, ToolHydrate, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a hydrateArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
 		}
-		if e := r.takeMeta(req.Session, ToolHydrate); e != nil {
+		if e := r.takeMeta(ctx, req.Session, ToolHydrate); e != nil {
 			return nil, e
 		}
 		st := r.state.Load()
 		it, ok := st.snap.Lookup(a.ToolID)
-		if !ok || it.Kind != toolid.KindTool {
+		if ok {
+			r.recordItem(ctx, st, it)
+		}
+		// A tool the caller may not see reads like a missing one.
+		if !ok || it.Kind != toolid.KindTool || !r.visible(ctx, st, it) {
 			return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withPath("tool_id")
 		}
 		h, err := st.snap.Hydrate(it.ID)
@@ -228,9 +242,19 @@ func structured(v any, text string) *mcp.CallToolResult {
 
 // instrument runs one meta-tool call: it converts a wire Error into an
 // error result, logs its cause, and records metrics.
-func (r *Runtime) instrument(tool string, fn func() (*mcp.CallToolResult, *Error)) (*mcp.CallToolResult, error) {
+//
+// It also resolves the caller (identity) into ctx and writes the call's
+// receipt: exactly one per call, allowed or denied.
+func (r *Runtime) instrument(ctx context.Context, req *mcp.CallToolRequest, tool string, fn func(context.Context) (*mcp.CallToolResult, *Error)) (*mcp.CallToolResult, error) {
 	start := time.Now()
-	res, e := fn()
+	c := r.newCaller(req.Extra, req.Session)
+	var args json.RawMessage
+	if req.Params != nil {
+		args = req.Params.Arguments
+	}
+	r.startReceipt(c, "tools/call:"+tool, args, start)
+	res, e := fn(withCaller(ctx, c))
+	r.finishReceipt(c, res, e, time.Since(start))
 	code := "ok"
 	if e != nil {
 		code = e.Code
@@ -247,4 +271,20 @@ func (r *Runtime) instrument(tool string, fn func() (*mcp.CallToolResult, *Error
 	}
 	r.met.call(tool, code, time.Since(start))
 	return res, nil
+}
+
+// visibleCards drops the cards of items the caller may not see; cards of
+// catalog paths (internal nodes) stay.
+func (r *Runtime) visibleCards(ctx context.Context, st *state, cards []choicecard.Card) []choicecard.Card {
+	if !r.filtering() {
+		return cards
+	}
+	out := cards[:0:0]
+	for _, c := range cards {
+		if it, ok := st.snap.Lookup(c.ID); ok && !r.visible(ctx, st, it) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }

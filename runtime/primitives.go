@@ -74,7 +74,7 @@ func (r *Runtime) syncPrimitiveVerbs(old, next *state) {
 }
 
 func (r *Runtime) handleResourceBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ResourceBrowse, func() (*mcp.CallToolResult, *Error) {
+	return r.instrument(ctx, req, ResourceBrowse, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a browseArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
@@ -84,7 +84,7 @@ func (r *Runtime) handleResourceBrowse(ctx context.Context, req *mcp.CallToolReq
 }
 
 func (r *Runtime) handlePromptBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(PromptBrowse, func() (*mcp.CallToolResult, *Error) {
+	return r.instrument(ctx, req, PromptBrowse, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a browseArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
@@ -98,15 +98,18 @@ type resourceReadArgs struct {
 }
 
 func (r *Runtime) handleResourceRead(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ResourceRead, func() (*mcp.CallToolResult, *Error) {
+	return r.instrument(ctx, req, ResourceRead, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a resourceReadArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
 		}
 		st := r.state.Load()
 		it, ok := st.snap.Lookup(a.ResourceID)
-		if !ok || it.Kind != toolid.KindResource {
+		if !ok || it.Kind != toolid.KindResource || !r.visible(ctx, st, it) {
 			return nil, newError(CodeResourceNotFound, "no resource with id %q in the current catalog", a.ResourceID).withPath("resource_id")
+		}
+		if e := r.authorize(ctx, st, it, nil, false); e != nil {
+			return nil, e.withDetail("resource_id", it.ID)
 		}
 		c, ok := st.owner[it.Server]
 		if !ok {
@@ -133,15 +136,18 @@ type promptGetArgs struct {
 }
 
 func (r *Runtime) handlePromptGet(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(PromptGet, func() (*mcp.CallToolResult, *Error) {
+	return r.instrument(ctx, req, PromptGet, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a promptGetArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
 		}
 		st := r.state.Load()
 		it, ok := st.snap.Lookup(a.PromptID)
-		if !ok || it.Kind != toolid.KindPrompt {
+		if !ok || it.Kind != toolid.KindPrompt || !r.visible(ctx, st, it) {
 			return nil, newError(CodePromptNotFound, "no prompt with id %q in the current catalog", a.PromptID).withPath("prompt_id")
+		}
+		if e := r.authorize(ctx, st, it, a.Args, false); e != nil {
+			return nil, e.withDetail("prompt_id", it.ID)
 		}
 		args, e := promptArgs(it.Prompt, a.Args)
 		if e != nil {

@@ -39,11 +39,16 @@ func (r *Runtime) openStore() (artifacts.Store, error) {
 	return s, nil
 }
 
-// ownerOf is the principal key that scopes artifacts: an artifact is
-// visible only to the principal whose call produced it. Over stdio the
-// process owner is the trust boundary (the local principal); over HTTP,
-// until callers authenticate, each MCP session is its own principal.
-func (r *Runtime) ownerOf(ss *mcp.ServerSession) string {
+// ownerOf is the principal key that scopes artifacts and idempotency
+// records: an artifact is visible only to the principal whose call produced
+// it. A verified token's principal owns by its key (identity.Principal.Key,
+// stable across tokens and sessions); over stdio the process owner is the
+// trust boundary (the local principal); over HTTP without auth each MCP
+// session is its own anonymous principal.
+func (r *Runtime) ownerOf(ctx context.Context, ss *mcp.ServerSession) string {
+	if c := callerOf(ctx); c != nil && c.jwt {
+		return c.p.Key()
+	}
 	if ss != nil && ss.ID() != "" {
 		return "session:" + ss.ID()
 	}
@@ -124,7 +129,7 @@ func (r *Runtime) shape(ctx context.Context, ss *mcp.ServerSession, it *catalog.
 		inlineEnvelope(&env, res)
 		return env, nil
 	}
-	out, err := r.fw.Apply(ctx, r.ownerOf(ss), res)
+	out, err := r.fw.Apply(ctx, r.ownerOf(ctx, ss), res)
 	if err != nil {
 		if errors.Is(err, artifacts.ErrTooLarge) {
 			return env, newError(CodeResultTooLarge, "the result is larger than the artifact store allows").withCause(err)

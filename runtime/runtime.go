@@ -14,7 +14,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os/user"
 	"sync"
 	"sync/atomic"
@@ -26,8 +28,12 @@ import (
 	"github.com/quiver-mcp/quiver/choicecard"
 	"github.com/quiver-mcp/quiver/firewall"
 	"github.com/quiver-mcp/quiver/router"
+	"github.com/quiver-mcp/quiver/runtime/admin"
 	"github.com/quiver-mcp/quiver/runtime/controls"
 	"github.com/quiver-mcp/quiver/runtime/guard"
+	"github.com/quiver-mcp/quiver/runtime/identity"
+	"github.com/quiver-mcp/quiver/runtime/policy"
+	"github.com/quiver-mcp/quiver/runtime/receipts"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -58,6 +64,9 @@ type UpstreamOptions struct {
 	// unknown and HIGH.
 	TrustLevel string
 	Risk       string
+	// Credentialed is true when the upstream's credentials come from
+	// quiver's configuration (receipts: token_handling.mode vault).
+	Credentialed bool
 }
 
 // Options configure a Runtime.
@@ -136,6 +145,37 @@ type Options struct {
 	RateLimits map[string]controls.Limit
 	// TolerantArgs applies the argument repairs of spec 003 §4.4.
 	TolerantArgs bool
+
+	// The safety profile (spec 001).
+	//
+	// Auth, when it has issuers, authenticates every HTTP request to the
+	// MCP path (identity middleware); its Local block describes the stdio
+	// principal (Sub defaults to LocalPrincipal). Without issuers HTTP
+	// sessions are anonymous, each its own principal (warned at startup).
+	Auth identity.Config
+	// Getenv reads the HS256 secrets of Auth (default os.Getenv).
+	Getenv func(string) string
+	// PolicyFile, when set, is the policy deciding visibility and
+	// invocation, hot-reloaded every PolicyWatchInterval; a configured
+	// policy is default-deny. Policy is a fixed policy (tests); with
+	// neither, everything is allowed (warned at startup).
+	PolicyFile          string
+	PolicyWatchInterval time.Duration
+	Policy              *policy.Policy
+	// ApprovalTTL and ApprovalMaxPending bound the approval store
+	// (StateDir/approvals).
+	ApprovalTTL        time.Duration
+	ApprovalMaxPending int
+	// ReceiptsOff writes no receipts; ReceiptsCopy receives a copy of
+	// every receipt line. Receipts go to StateDir/receipts.
+	ReceiptsOff  bool
+	ReceiptsCopy io.Writer
+	// IncidentPersist keeps the incident state in StateDir/incident.
+	IncidentPersist bool
+	// AdminToken and AdminClaim enable the admin API at /admin/v1/ of
+	// the HTTP listener.
+	AdminToken []byte
+	AdminClaim *admin.Claim
 }
 
 // Principal is the capability constraints of one principal.
@@ -180,6 +220,17 @@ type Runtime struct {
 	retired  *router.Router // the previous state's router, closed at the next swap
 
 	sessions sessionStates
+
+	// The safety profile: the verifier (nil without issuers), the local
+	// principal, the policy engine (nil: allow all), the incident state,
+	// approvals and receipts (opened in Start), and the admin API.
+	verifier  *identity.Verifier
+	local     identity.Principal
+	policy    *policy.Engine
+	incident  *policy.Incident
+	approvals *policy.Approvals
+	receipts  *receipts.Writer
+	admin     http.Handler
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -246,6 +297,9 @@ func New(opts Options) (*Runtime, error) {
 	if err := r.initExecute(); err != nil {
 		return nil, err
 	}
+	if err := r.initIdentity(); err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	for _, u := range opts.Upstreams {
 		if u.Name == "" {
@@ -292,11 +346,14 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if err := r.pinRegistry(); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	r.cancel = cancel
+	if err := r.openSafety(ctx); err != nil {
+		return err
+	}
 	if !r.opts.FirewallOff {
 		r.fw = firewall.New(firewall.Options{Store: store, Counter: r.cards.Counter(), MaxInlineTokens: r.opts.MaxInlineTokens})
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	r.cancel = cancel
 	for _, c := range r.clients {
 		r.wg.Add(1)
 		go func() {
@@ -346,6 +403,7 @@ func (r *Runtime) Close() error {
 		st.router.Close()
 	}
 	var errs []error
+	errs = append(errs, r.closeSafety())
 	if r.idem != nil {
 		errs = append(errs, r.idem.Close())
 		r.idem = nil

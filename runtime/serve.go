@@ -10,6 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/quiver-mcp/quiver/runtime/admin"
+	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -30,8 +32,19 @@ func (r *Runtime) Handler(path string) http.Handler {
 		path = "/mcp"
 	}
 	mux := http.NewServeMux()
-	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, nil)
+	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server }, nil)
+	if r.verifier != nil {
+		// Every request is authenticated before MCP routing (spec 001
+		// MUST 2); the middleware also removes the Authorization header.
+		mcpHandler = r.verifier.Middleware(identity.MiddlewareOptions{OnDeny: r.denyReceipt})(mcpHandler)
+	} else {
+		mcpHandler = stripAuthorization(mcpHandler)
+	}
 	mux.Handle(path, mcpHandler)
+	if r.admin != nil {
+		// The admin API authenticates on its own (admin token or claim).
+		mux.Handle(admin.Prefix, r.admin)
+	}
 	mux.HandleFunc("/healthz", r.healthz)
 	mux.Handle("/metrics", promhttp.HandlerFor(r.met.reg, promhttp.HandlerOpts{Registry: r.met.reg}))
 	return mux
@@ -83,6 +96,9 @@ type HTTPOptions struct {
 // ServeHTTP serves Handler(o.Path) until ctx is cancelled, then shuts down
 // gracefully.
 func (r *Runtime) ServeHTTP(ctx context.Context, o HTTPOptions) error {
+	if r.verifier == nil {
+		r.log.Warn("HTTP without auth: callers are not authenticated and each session is its own anonymous principal; configure auth.issuers")
+	}
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ func (r *Runtime) newServer() *mcp.Server {
 		Instructions: r.instructions(),
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 	})
+	s.AddReceivingMiddleware(r.listFilter)
 	for _, t := range r.metaTools() {
 		switch t.Name {
 		case ToolBrowse:
@@ -76,8 +77,8 @@ func (r *Runtime) afterSwap(old, next *state) {
 
 // handleStripped answers a direct call of a proxy-mode entry: discovery
 // entries are not callable (spec 003 §4.1).
-func (r *Runtime) handleStripped(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument("stripped", func() (*mcp.CallToolResult, *Error) {
+func (r *Runtime) handleStripped(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return r.instrument(ctx, req, "stripped", func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		return nil, newError(CodeArgsInvalid, "listed entries are for discovery; call tool_execute with tool_id %q", req.Params.Name).withPath(req.Params.Name)
 	})
 }

@@ -21,7 +21,7 @@ var version = "dev"
 func newServeCmd() *cobra.Command {
 	var (
 		cfgFile, catalogFile, httpAddr string
-		gateway, proxy                 bool
+		gateway, proxy, insecure       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -56,6 +56,9 @@ func newServeCmd() *cobra.Command {
 				cfg.Listen.Transport = config.TransportHTTP
 				cfg.Listen.Addr = httpAddr
 			}
+			if cfg.Listen.Transport == config.TransportHTTP && cfg.Listen.TLS == nil && !insecure && !loopback(cfg.Listen.Addr) {
+				return usageError(fmt.Errorf("refusing to serve HTTP on non-loopback address %s without TLS: configure listen.tls or pass --insecure", cfg.Listen.Addr))
+			}
 			return serve(cmd.Context(), cfg, cmd.ErrOrStderr())
 		},
 	}
@@ -64,6 +67,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&catalogFile, "catalog", "", "serve a static catalog file without a configuration")
 	f.BoolVar(&gateway, "gateway", false, "gateway mode: meta-tools only, tools found with tool_browse")
 	f.BoolVar(&proxy, "proxy", false, "transparent proxy mode: every tool listed as a stripped entry")
+	f.BoolVar(&insecure, "insecure", false, "allow plain HTTP on a non-loopback address (no TLS)")
 	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on ADDR (path /mcp, plus /healthz and /metrics) instead of stdio")
 	return cmd
 }
@@ -91,6 +95,9 @@ func serve(parent context.Context, cfg *config.Config, logOut interface{ Write([
 		return usageError(err)
 	}
 	opts.Version = version
+	if cfg.Receipts.Stdout && cfg.Listen.Transport == config.TransportHTTP {
+		opts.ReceiptsCopy = os.Stdout
+	}
 	rt, err := runtime.New(opts)
 	if err != nil {
 		return usageError(err)
@@ -115,4 +122,19 @@ func serve(parent context.Context, cfg *config.Config, logOut interface{ Write([
 		log.Info("serving stdio", "mode", string(opts.Mode))
 		return rt.ServeStdio(ctx)
 	}
+}
+
+// loopback reports whether addr (host:port) listens on a loopback address
+// only: localhost or a loopback IP. An empty or unspecified host listens on
+// every interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -36,7 +37,57 @@ type rawConfig struct {
 	Schema       *rawSchema              `json:"schema"`
 	TolerantArgs *bool                   `json:"tolerant_args"`
 	Principals   map[string]rawPrincipal `json:"principals"`
+	Auth         *rawAuth                `json:"auth"`
+	Policy       *rawPolicy              `json:"policy"`
+	Approvals    *rawApprovals           `json:"approvals"`
+	Receipts     *rawReceipts            `json:"receipts"`
+	Incident     *rawIncident            `json:"incident"`
+	Admin        *rawAdmin               `json:"admin"`
 	Log          *rawLog                 `json:"log"`
+}
+
+type rawAuth struct {
+	Realm         *string               `json:"realm"`
+	MaxTokenBytes *int                  `json:"max_token_bytes"`
+	Issuers       []rawIssuer           `json:"issuers"`
+	Local         *identity.LocalConfig `json:"local"`
+}
+
+type rawIssuer struct {
+	Name             string              `json:"name"`
+	Issuer           string              `json:"iss"`
+	Audiences        []string            `json:"audiences"`
+	Alg              string              `json:"alg"`
+	HS256SecretEnv   string              `json:"hs256_secret_env"`
+	JWKSFile         string              `json:"jwks_file"`
+	JWKSURL          string              `json:"jwks_url"`
+	JWKSRefresh      *string             `json:"jwks_refresh"`
+	ClockSkew        *string             `json:"clock_skew"`
+	Claims           identity.ClaimNames `json:"claims"`
+	DefaultActorType string              `json:"default_actor_type"`
+}
+
+type rawPolicy struct {
+	File          string  `json:"file"`
+	WatchInterval *string `json:"watch_interval"`
+}
+
+type rawApprovals struct {
+	TTL        *string `json:"ttl"`
+	MaxPending *int    `json:"max_pending"`
+}
+
+type rawReceipts struct {
+	Stdout *bool `json:"stdout"`
+}
+
+type rawIncident struct {
+	Persist *bool `json:"persist"`
+}
+
+type rawAdmin struct {
+	TokenEnv *string     `json:"token_env"`
+	Claim    *AdminClaim `json:"claim"`
 }
 
 type rawPrincipal struct {
@@ -242,6 +293,7 @@ func build(t *tree, baseDir string) (*Config, error) {
 			cfg.Principals[name] = pr
 		}
 	}
+	c.safety(cfg, &raw)
 	if l := raw.Log; l != nil {
 		setString(&cfg.Log.Level, l.Level)
 		setString(&cfg.Log.Format, l.Format)
@@ -622,4 +674,51 @@ func reservedHeader(k string) bool {
 		return true
 	}
 	return false
+}
+
+// safety fills the safety-profile blocks (spec 001): auth, policy,
+// approvals, receipts, incident and admin.
+func (c *checker) safety(cfg *Config, raw *rawConfig) {
+	if a := raw.Auth; a != nil {
+		setString(&cfg.Auth.Realm, a.Realm)
+		setInt(&cfg.Auth.MaxTokenBytes, a.MaxTokenBytes)
+		if a.Local != nil {
+			cfg.Auth.Local = *a.Local
+		}
+		for i, ri := range a.Issuers {
+			ptr := "/auth/issuers/" + strconv.Itoa(i)
+			is := identity.IssuerConfig{Name: ri.Name, Issuer: ri.Issuer, Audiences: ri.Audiences, Alg: ri.Alg,
+				HS256SecretEnv: ri.HS256SecretEnv, JWKSURL: ri.JWKSURL, Claims: ri.Claims, DefaultActorType: ri.DefaultActorType}
+			if ri.JWKSFile != "" {
+				is.JWKSFile = c.path(ptr+"/jwks_file", ri.JWKSFile)
+			}
+			c.duration(ptr+"/jwks_refresh", ri.JWKSRefresh, &is.JWKSRefresh, true)
+			c.duration(ptr+"/clock_skew", ri.ClockSkew, &is.ClockSkew, false)
+			cfg.Auth.Issuers = append(cfg.Auth.Issuers, is)
+		}
+		if err := cfg.Auth.Validate(); err != nil {
+			c.fail("/auth", "%s", oneLine(err.Error()))
+		}
+	}
+	if p := raw.Policy; p != nil {
+		cfg.Policy.File = c.path("/policy/file", p.File)
+		c.duration("/policy/watch_interval", p.WatchInterval, &cfg.Policy.WatchInterval, true)
+	}
+	if a := raw.Approvals; a != nil {
+		c.duration("/approvals/ttl", a.TTL, &cfg.Approvals.TTL, true)
+		setInt(&cfg.Approvals.MaxPending, a.MaxPending)
+	}
+	if r := raw.Receipts; r != nil {
+		setBool(&cfg.Receipts.Stdout, r.Stdout)
+	}
+	if in := raw.Incident; in != nil {
+		setBool(&cfg.Incident.Persist, in.Persist)
+	}
+	if ad := raw.Admin; ad != nil {
+		setString(&cfg.Admin.TokenEnv, ad.TokenEnv)
+		if ad.Claim != nil {
+			cl := *ad.Claim
+			cfg.Admin.Claim = &cl
+		}
+	}
 }

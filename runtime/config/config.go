@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -153,8 +154,62 @@ type Config struct {
 	// principal (the process owner's user name), or "*" for every principal
 	// not named (HTTP sessions until they authenticate).
 	Principals map[string]Principal
-	Log        Log
+	// Auth is who may call quiver: JWT issuers over HTTP, the local
+	// principal over stdio (spec 001 MUST 2).
+	Auth identity.Config
+	// Policy is the policy file; File "" means no policy (allow all).
+	Policy Policy
+	// Approvals configure the approval store.
+	Approvals Approvals
+	// Receipts configure the audit receipts (state_dir/receipts).
+	Receipts Receipts
+	// Incident configures the incident-mode state.
+	Incident Incident
+	// Admin configures the operator API (/admin/v1/).
+	Admin Admin
+	Log   Log
 }
+
+// Policy names the policy file and how often it is re-read.
+type Policy struct {
+	// File is the absolute path of the policy file; "" for none.
+	File          string
+	WatchInterval time.Duration
+}
+
+// Approvals bound the approval store.
+type Approvals struct {
+	TTL        time.Duration
+	MaxPending int
+}
+
+// Receipts configure the receipts writer.
+type Receipts struct {
+	// Stdout copies every receipt to stdout (HTTP transport only).
+	Stdout bool
+}
+
+// Incident configures the incident state.
+type Incident struct {
+	// Persist keeps the state under state_dir/incident.
+	Persist bool
+}
+
+// Admin configures the operator API; it is mounted when TokenEnv or Claim
+// is set.
+type Admin struct {
+	TokenEnv string
+	Claim    *AdminClaim
+}
+
+// AdminClaim is the JWT claim that makes a principal an administrator.
+type AdminClaim struct {
+	Name  string `json:"name" yaml:"name"`
+	Value string `json:"value" yaml:"value"`
+}
+
+// Enabled reports whether the admin API is configured.
+func (a Admin) Enabled() bool { return a.TokenEnv != "" || a.Claim != nil }
 
 // Principal is the capability constraints of one principal.
 type Principal struct {
@@ -378,9 +433,20 @@ func Default() *Config {
 			MaxDepth:      DefaultSchemaMaxDepth,
 			MaxProperties: DefaultSchemaMaxProperty,
 		},
-		Log: Log{Level: "info", Format: "text"},
+		Auth:      identity.Config{Realm: identity.DefaultRealm, MaxTokenBytes: identity.DefaultMaxTokenBytes},
+		Policy:    Policy{WatchInterval: DefaultPolicyWatchInterval},
+		Approvals: Approvals{TTL: DefaultApprovalTTL, MaxPending: DefaultApprovalMaxPending},
+		Incident:  Incident{Persist: true},
+		Log:       Log{Level: "info", Format: "text"},
 	}
 }
+
+// Defaults of the safety-profile blocks.
+const (
+	DefaultPolicyWatchInterval = 2 * time.Second
+	DefaultApprovalTTL         = 15 * time.Minute
+	DefaultApprovalMaxPending  = 100
+)
 
 // defaultUpstream returns an upstream named name with every default but
 // its transport and working directory.

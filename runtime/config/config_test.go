@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"github.com/quiver-mcp/quiver/runtime/identity"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -115,7 +116,21 @@ func TestFullExample(t *testing.T) {
 		Schema:       SchemaLimits{Strict: true, MaxBytes: 100_000, MaxDepth: 16, MaxProperties: 512},
 		TolerantArgs: true,
 		Principals:   map[string]Principal{"alice": {ReadOnly: true}, "*": {}},
-		Log:          Log{Level: "debug", Format: "json"},
+		Auth: identity.Config{Realm: "corp", MaxTokenBytes: identity.DefaultMaxTokenBytes,
+			Issuers: []identity.IssuerConfig{
+				{Name: "ci", Issuer: "quiver-ci", Audiences: []string{"quiver"}, Alg: "HS256", HS256SecretEnv: "QUIVER_CI_JWT_SECRET"},
+				{Name: "corp", Issuer: "https://idp.example.com/", Audiences: []string{"quiver", "mcp"}, Alg: "RS256",
+					JWKSFile: "/etc/quiver/keys/jwks.json", JWKSRefresh: 5 * time.Minute, ClockSkew: 30 * time.Second,
+					Claims: identity.ClaimNames{ActorType: "kind", ClientID: "cid", OrgID: "tenant"}, DefaultActorType: "agent"},
+				{Name: "cloud", Issuer: "https://cloud.example.com/", Audiences: []string{"quiver"}, Alg: "ES256", JWKSURL: "https://cloud.example.com/jwks.json"},
+			},
+			Local: identity.LocalConfig{Sub: "alice", ActorType: "user", OrgID: "acme", Claims: map[string]any{"groups": []any{"sre"}}}},
+		Policy:    Policy{File: "/etc/quiver/policy.yaml", WatchInterval: 5 * time.Second},
+		Approvals: Approvals{TTL: 10 * time.Minute, MaxPending: 20},
+		Receipts:  Receipts{Stdout: true},
+		Incident:  Incident{Persist: false},
+		Admin:     Admin{TokenEnv: "QUIVER_ADMIN_TOKEN", Claim: &AdminClaim{Name: "quiver_admin", Value: "true"}},
+		Log:       Log{Level: "debug", Format: "json"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -163,7 +178,7 @@ func TestJSONInput(t *testing.T) {
 		t.Fatalf("$schema key: %v", err)
 	}
 	_, err = Parse("q.json", []byte("{\n\t\"mode\": \"direct\",\n\t\"bogus\": 1\n}"), "/")
-	assertErr(t, err, "q.json:3:2: bogus: unknown key; allowed: artifacts, browse, cache, environment, expose, firewall, listen, log, mode, principals, rate_limits, registry, retry, schema, state_dir, tolerant_args, upstreams")
+	assertErr(t, err, "q.json:3:2: bogus: unknown key; allowed: admin, approvals, artifacts, auth, browse, cache, environment, expose, firewall, incident, listen, log, mode, policy, principals, rate_limits, receipts, registry, retry, schema, state_dir, tolerant_args, upstreams")
 }
 
 func TestDefaults(t *testing.T) {

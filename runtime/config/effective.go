@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/quiver-mcp/quiver/runtime/identity"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -29,7 +30,70 @@ type effConfig struct {
 	Schema       effSchema               `yaml:"schema" json:"schema"`
 	TolerantArgs bool                    `yaml:"tolerant_args" json:"tolerant_args"`
 	Principals   map[string]effPrincipal `yaml:"principals" json:"principals"`
+	Auth         effAuth                 `yaml:"auth" json:"auth"`
+	Policy       *effPolicy              `yaml:"policy,omitempty" json:"policy,omitempty"`
+	Approvals    effApprovals            `yaml:"approvals" json:"approvals"`
+	Receipts     effReceipts             `yaml:"receipts" json:"receipts"`
+	Incident     effIncident             `yaml:"incident" json:"incident"`
+	Admin        effAdmin                `yaml:"admin" json:"admin"`
 	Log          effLog                  `yaml:"log" json:"log"`
+}
+
+type effAuth struct {
+	Realm         string      `yaml:"realm" json:"realm"`
+	MaxTokenBytes int         `yaml:"max_token_bytes" json:"max_token_bytes"`
+	Issuers       []effIssuer `yaml:"issuers" json:"issuers"`
+	Local         effLocal    `yaml:"local" json:"local"`
+}
+
+type effLocal struct {
+	Sub       string         `yaml:"sub,omitempty" json:"sub,omitempty"`
+	ActorType string         `yaml:"actor_type,omitempty" json:"actor_type,omitempty"`
+	OrgID     string         `yaml:"org_id,omitempty" json:"org_id,omitempty"`
+	Claims    map[string]any `yaml:"claims,omitempty" json:"claims,omitempty"`
+}
+
+type effIssuer struct {
+	Name             string         `yaml:"name" json:"name"`
+	Issuer           string         `yaml:"iss" json:"iss"`
+	Audiences        []string       `yaml:"audiences,flow" json:"audiences"`
+	Alg              string         `yaml:"alg" json:"alg"`
+	HS256SecretEnv   string         `yaml:"hs256_secret_env,omitempty" json:"hs256_secret_env,omitempty"`
+	JWKSFile         string         `yaml:"jwks_file,omitempty" json:"jwks_file,omitempty"`
+	JWKSURL          string         `yaml:"jwks_url,omitempty" json:"jwks_url,omitempty"`
+	JWKSRefresh      string         `yaml:"jwks_refresh,omitempty" json:"jwks_refresh,omitempty"`
+	ClockSkew        string         `yaml:"clock_skew,omitempty" json:"clock_skew,omitempty"`
+	Claims           *effClaimNames `yaml:"claims,omitempty" json:"claims,omitempty"`
+	DefaultActorType string         `yaml:"default_actor_type,omitempty" json:"default_actor_type,omitempty"`
+}
+
+type effClaimNames struct {
+	ActorType string `yaml:"actor_type,omitempty" json:"actor_type,omitempty"`
+	ClientID  string `yaml:"client_id,omitempty" json:"client_id,omitempty"`
+	OrgID     string `yaml:"org_id,omitempty" json:"org_id,omitempty"`
+}
+
+type effPolicy struct {
+	File          string `yaml:"file" json:"file"`
+	WatchInterval string `yaml:"watch_interval" json:"watch_interval"`
+}
+
+type effApprovals struct {
+	TTL        string `yaml:"ttl" json:"ttl"`
+	MaxPending int    `yaml:"max_pending" json:"max_pending"`
+}
+
+type effReceipts struct {
+	Stdout bool `yaml:"stdout" json:"stdout"`
+}
+
+type effIncident struct {
+	Persist bool `yaml:"persist" json:"persist"`
+}
+
+type effAdmin struct {
+	TokenEnv string      `yaml:"token_env,omitempty" json:"token_env,omitempty"`
+	Claim    *AdminClaim `yaml:"claim,omitempty" json:"claim,omitempty"`
 }
 
 type effPrincipal struct {
@@ -163,6 +227,29 @@ func (c *Config) effective() effConfig {
 	for k, v := range c.Principals {
 		e.Principals[k] = effPrincipal(v)
 	}
+	e.Auth = effAuth{Realm: c.Auth.Realm, MaxTokenBytes: c.Auth.MaxTokenBytes, Issuers: []effIssuer{},
+		Local: effLocal{Sub: c.Auth.Local.Sub, ActorType: c.Auth.Local.ActorType, OrgID: c.Auth.Local.OrgID, Claims: c.Auth.Local.Claims}}
+	for _, is := range c.Auth.Issuers {
+		ei := effIssuer{Name: is.Name, Issuer: is.Issuer, Audiences: is.Audiences, Alg: is.Alg, HS256SecretEnv: is.HS256SecretEnv,
+			JWKSFile: is.JWKSFile, JWKSURL: is.JWKSURL, DefaultActorType: is.DefaultActorType}
+		if is.JWKSRefresh > 0 {
+			ei.JWKSRefresh = FormatDuration(is.JWKSRefresh)
+		}
+		if is.Claims != (identity.ClaimNames{}) {
+			ei.Claims = &effClaimNames{ActorType: is.Claims.ActorType, ClientID: is.Claims.ClientID, OrgID: is.Claims.OrgID}
+		}
+		if is.ClockSkew > 0 {
+			ei.ClockSkew = FormatDuration(is.ClockSkew)
+		}
+		e.Auth.Issuers = append(e.Auth.Issuers, ei)
+	}
+	if c.Policy.File != "" {
+		e.Policy = &effPolicy{File: c.Policy.File, WatchInterval: FormatDuration(c.Policy.WatchInterval)}
+	}
+	e.Approvals = effApprovals{TTL: FormatDuration(c.Approvals.TTL), MaxPending: c.Approvals.MaxPending}
+	e.Receipts = effReceipts(c.Receipts)
+	e.Incident = effIncident(c.Incident)
+	e.Admin = effAdmin{TokenEnv: c.Admin.TokenEnv, Claim: c.Admin.Claim}
 	if t := c.Listen.TLS; t != nil {
 		e.Listen.TLS = &effTLS{Cert: t.Cert, Key: t.Key}
 	}

@@ -334,7 +334,7 @@ func unknownKeyMessage(key string, allowed []string) string {
 	if s := suggest(key, allowed); s != "" {
 		return fmt.Sprintf("unknown key (did you mean %s?)", s)
 	}
-	if len(allowed) > 0 && len(allowed) <= 20 {
+	if len(allowed) > 0 && len(allowed) <= 30 {
 		return "unknown key; allowed: " + strings.Join(allowed, ", ")
 	}
 	return "unknown key"
