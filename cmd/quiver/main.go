@@ -66,6 +66,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newConfigCmd())
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newReceiptsCmd())
+	root.AddCommand(newAdminCmd())
 	return root
 }
 
