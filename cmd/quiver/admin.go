@@ -135,4 +135,3 @@ func newAdminCmd() *cobra.Command {
 	cmd.AddCommand(incident, kill, revoke, restore, quarantine, release, approvals)
 	return cmd
 }
-
