@@ -526,6 +526,9 @@ func decodeToolArgs(raw json.RawMessage) (map[string]any, *Error) {
 	if args == nil {
 		args = map[string]any{}
 	}
+	if e := preflight(args); e != nil {
+		return nil, e
+	}
 	return args, nil
 }
 

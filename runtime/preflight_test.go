@@ -1,0 +1,34 @@
+package runtime
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestPreflight(t *testing.T) {
+	deep := strings.Repeat(`{"a":`, maxArgsDepth+1) + `1` + strings.Repeat(`}`, maxArgsDepth+1)
+	wide := `{"a":[` + strings.TrimSuffix(strings.Repeat(`0,`, maxArgsNodes+1), ",") + `]}`
+	cases := []struct {
+		name, raw string
+		ok        bool
+	}{
+		{"small", `{"a":1,"b":[1,2,{"c":"x"}]}`, true},
+		{"at depth limit", strings.Repeat(`{"a":`, maxArgsDepth) + `1` + strings.Repeat(`}`, maxArgsDepth), true},
+		{"too deep", deep, false},
+		{"too many values", wide, false},
+		{"long string", `{"s":"` + strings.Repeat("x", maxArgsString+1) + `"}`, false},
+		{"long key", `{"` + strings.Repeat("k", maxArgsKeyLen+1) + `":1}`, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args, e := decodeToolArgs(json.RawMessage(tc.raw))
+			if (e == nil) != tc.ok {
+				t.Fatalf("err = %v", e)
+			}
+			if e != nil && (e.Code != CodeArgsInvalid || args != nil) {
+				t.Fatalf("got %v, %v", args, e)
+			}
+		})
+	}
+}
