@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -29,6 +30,10 @@ func (r *Runtime) emptyState() *state {
 	snap, _, _ := catalog.Ingest(catalog.Source{}, catalog.Options{Cards: r.cards})
 	return &state{snap: snap, owner: map[string]conn{}, gate: guard.NewGate(nil, r.opts.Environment)}
 }
+
+// releaseAfterBuild is the catalog size from which a rebuild returns its
+// transient memory to the OS at once.
+const releaseAfterBuild = 5000
 
 // listingTimeout bounds one upstream's re-listing during a rebuild.
 const listingTimeout = 15 * time.Second
@@ -144,6 +149,12 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 	}
 	r.logClassification(snap, cardReg)
 	r.met.catalogBuilt(snap, time.Since(start))
+	if snap.Len() >= releaseAfterBuild {
+		// Ingest and the index build of a large catalog allocate several
+		// times what the catalog keeps; hand the difference back to the OS
+		// now instead of holding it until the scavenger gets to it.
+		debug.FreeOSMemory()
+	}
 	r.log.Info("catalog published", "gen", next.gen, "tools", rep.Tools, "resources", rep.Resources, "prompts", rep.Prompts, "build", time.Since(start).Round(time.Millisecond))
 	// Browses in flight may still use the old router, so it stays open
 	// until the next swap; the one before it is released now.
