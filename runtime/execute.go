@@ -460,7 +460,7 @@ func (r *Runtime) cacheable(it *catalog.Item, adm *guard.Admission) bool {
 // neverSent reports whether a failed call certainly never reached the
 // upstream, so that even a write may be retried.
 func neverSent(err error) bool {
-	return errors.Is(err, upstream.ErrNotConnected) || errors.Is(err, upstream.ErrClosed)
+	return errors.Is(err, upstream.ErrNotConnected) || errors.Is(err, upstream.ErrClosed) || errors.Is(err, errNotSent)
 }
 
 // noEffect reports whether a failed call certainly had no effect: it never

@@ -1,8 +1,11 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
+	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 	"log/slog"
+	"time"
 
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/runtime/admin"
@@ -114,6 +117,12 @@ func FromConfig(cfg *config.Config, getenv func(string) (string, bool), log *slo
 		if err != nil {
 			return Options{}, err
 		}
+		var bearer func(context.Context) (string, error)
+		if te := u.Credentials.TokenExchange; te != nil {
+			if uo.Exchange, bearer, err = exchangerFor(u, te, getenv); err != nil {
+				return Options{}, err
+			}
+		}
 		uo.Spec = upstream.Spec{
 			Name:           u.Name,
 			Command:        u.Command,
@@ -122,12 +131,46 @@ func FromConfig(cfg *config.Config, getenv func(string) (string, bool), log *slo
 			URL:            u.URL,
 			SSE:            u.SSE,
 			Headers:        headers,
+			Bearer:         bearer,
 			ConnectTimeout: u.ConnectTimeout,
 			CallTimeout:    u.CallTimeout,
 		}
 		opts.Upstreams = append(opts.Upstreams, uo)
 	}
 	return opts, nil
+}
+
+// gatewaySubjectKey is the cache key of the gateway's own subject token;
+// principal keys start with "jwt:" or "local:", so it never collides.
+const gatewaySubjectKey = "quiver:gateway"
+
+// exchangerFor builds the RFC 8693 exchanger of upstream u, and the token
+// source of the requests no caller is bound to: the exchange of the
+// gateway's own subject token when gateway_token_env is set, else nil
+// (those requests carry no Authorization header).
+func exchangerFor(u *config.Upstream, te *config.TokenExchange, getenv func(string) (string, bool)) (*tokenexchange.Exchanger, func(context.Context) (string, error), error) {
+	secret, gatewayToken, err := u.ResolveTokenExchange(getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	tokenType := tokenexchange.TokenTypeAccessToken
+	if te.SubjectTokenType == config.SubjectTokenJWT {
+		tokenType = tokenexchange.TokenTypeJWT
+	}
+	ex, err := tokenexchange.New(tokenexchange.Config{
+		TokenURL: te.TokenURL, ClientID: te.ClientID, ClientSecret: secret,
+		Audience: te.Audience, Scope: te.Scope, SubjectTokenType: tokenType,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("upstream %q: credentials.token_exchange: %w", u.Name, err)
+	}
+	if gatewayToken == "" {
+		return ex, nil, nil
+	}
+	bearer := func(ctx context.Context) (string, error) {
+		return ex.Exchange(ctx, gatewaySubjectKey, gatewayToken, time.Time{})
+	}
+	return ex, bearer, nil
 }
 
 // warnUnenforced names every configured setting this version does not

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 	"io"
 	"log/slog"
 	"net/http"
@@ -67,6 +68,11 @@ type UpstreamOptions struct {
 	// Credentialed is true when the upstream's credentials come from
 	// quiver's configuration (receipts: token_handling.mode vault).
 	Credentialed bool
+	// Exchange, when set, exchanges each caller's verified token for one
+	// bound to this upstream before every call (RFC 8693; receipts:
+	// token_handling.mode exchanged). Set Spec.Bearer for the requests no
+	// caller is bound to.
+	Exchange *tokenexchange.Exchanger
 }
 
 // Options configure a Runtime.
@@ -326,7 +332,11 @@ func New(opts Options) (*Runtime, error) {
 			OnState:       func(st upstream.State) { r.met.upstreamState(st) },
 		})
 		r.clients = append(r.clients, c)
-		r.conns = append(r.conns, liveConn{c: c})
+		if u.Exchange != nil {
+			r.conns = append(r.conns, exchangeConn{liveConn: liveConn{c: c}, ex: u.Exchange})
+		} else {
+			r.conns = append(r.conns, liveConn{c: c})
+		}
 	}
 	r.state.Store(r.emptyState())
 	r.server = r.newServer()

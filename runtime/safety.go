@@ -46,8 +46,11 @@ type caller struct {
 	p identity.Principal
 	// jwt is true for a verified token's principal.
 	jwt bool
-	ss  *mcp.ServerSession
-	rc  receipts.Receipt
+	// subject is the verified token itself (redacting), kept only for
+	// RFC 8693 token exchange; nil for stdio and anonymous callers.
+	subject *identity.SubjectToken
+	ss      *mcp.ServerSession
+	rc      receipts.Receipt
 	// decided is set once the pipeline recorded the decision in rc.
 	decided bool
 }
@@ -68,6 +71,7 @@ func (r *Runtime) newCaller(extra *mcp.RequestExtra, ss *mcp.ServerSession) *cal
 	if extra != nil && extra.TokenInfo != nil {
 		if p, ok := identity.FromTokenInfo(extra.TokenInfo); ok {
 			c.p, c.jwt = p, true
+			c.subject = identity.SubjectTokenFromTokenInfo(extra.TokenInfo)
 			return c
 		}
 	}
@@ -82,6 +86,7 @@ func withCaller(ctx context.Context, c *caller) context.Context {
 	ctx = context.WithValue(ctx, callerKey{}, c)
 	if !c.p.IsZero() {
 		ctx = identity.WithPrincipal(ctx, c.p)
+		ctx = identity.WithSubjectToken(ctx, c.subject)
 	}
 	return ctx
 }
@@ -250,16 +255,23 @@ func (r *Runtime) recordDecision(ctx context.Context, d policy.Decision) {
 	c.decided = true
 }
 
-// tokenMode is the credential handling toward an upstream: a configured
-// (vault/env-sourced) credential, or none. The client's token is never
-// forwarded (spec 001 MUST 5).
+// tokenMode is the credential handling toward an upstream: a token
+// exchanged per caller (RFC 8693), a configured (vault/env-sourced)
+// credential, or none. The client's token is never forwarded (spec 001
+// MUST 5).
 func (r *Runtime) tokenMode(st *state, server string) string {
 	c, ok := st.owner[server]
 	if !ok {
 		return receipts.TokenNone
 	}
 	for _, u := range r.opts.Upstreams {
-		if u.Name == c.name() && u.Credentialed {
+		if u.Name != c.name() {
+			continue
+		}
+		switch {
+		case u.Exchange != nil && u.Catalog == nil:
+			return receipts.TokenExchanged
+		case u.Credentialed:
 			return receipts.TokenVault
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 	"net"
 	"net/http"
 	"net/url"
@@ -126,9 +127,21 @@ type rawUpstream struct {
 }
 
 type rawCredentials struct {
-	BearerEnv  *string           `json:"bearer_env"`
-	BearerFile *string           `json:"bearer_file"`
-	HeadersEnv map[string]string `json:"headers_env"`
+	BearerEnv     *string           `json:"bearer_env"`
+	BearerFile    *string           `json:"bearer_file"`
+	HeadersEnv    map[string]string `json:"headers_env"`
+	TokenExchange *rawTokenExchange `json:"token_exchange"`
+}
+
+type rawTokenExchange struct {
+	TokenURL         *string `json:"token_url"`
+	ClientID         *string `json:"client_id"`
+	ClientSecretEnv  *string `json:"client_secret_env"`
+	Audience         *string `json:"audience"`
+	Scope            *string `json:"scope"`
+	Subject          *string `json:"subject"`
+	SubjectTokenType *string `json:"subject_token_type"`
+	GatewayTokenEnv  *string `json:"gateway_token_env"`
 }
 
 type rawBrowse struct {
@@ -564,6 +577,12 @@ func (c *checker) upstreams(cfg *Config, rs []rawUpstream) {
 			if !u.Credentials.IsZero() && r.URL == nil && r.SSE == nil {
 				c.fail(ptr+"/credentials", "apply to url and sse upstreams only (a command upstream gets env)")
 			}
+			if te := u.Credentials.TokenExchange; te != nil && te.Audience == "" {
+				te.Audience = u.URL
+				if te.Audience == "" {
+					te.Audience = u.SSE
+				}
+			}
 		}
 		c.duration(ptr+"/connect_timeout", r.ConnectTimeout, &u.ConnectTimeout, true)
 		c.duration(ptr+"/call_timeout", r.CallTimeout, &u.CallTimeout, true)
@@ -642,6 +661,12 @@ func (c *checker) credentials(ptr string, r *rawCredentials) Credentials {
 	if r.BearerEnv != nil && r.BearerFile != nil {
 		c.fail(ptr+"/bearer_file", "bearer_env and bearer_file are mutually exclusive")
 	}
+	if r.TokenExchange != nil {
+		if r.BearerEnv != nil || r.BearerFile != nil {
+			c.fail(ptr+"/token_exchange", "token_exchange and bearer_env/bearer_file are mutually exclusive")
+		}
+		cr.TokenExchange = c.tokenExchange(ptr+"/token_exchange", r.TokenExchange)
+	}
 	if len(r.HeadersEnv) == 0 {
 		return cr
 	}
@@ -652,8 +677,8 @@ func (c *checker) credentials(ptr string, r *rawCredentials) Credentials {
 		switch {
 		case reservedHeader(ch):
 			c.fail(hp, "header %s is set by the transport, not by credentials", ch)
-		case ch == "Authorization" && (r.BearerEnv != nil || r.BearerFile != nil):
-			c.fail(hp, "Authorization conflicts with bearer_env/bearer_file; keep one")
+		case ch == "Authorization" && (r.BearerEnv != nil || r.BearerFile != nil || r.TokenExchange != nil):
+			c.fail(hp, "Authorization conflicts with bearer_env/bearer_file/token_exchange; keep one")
 		}
 		if other, dup := canon[ch]; dup {
 			c.fail(hp, "repeats header %q (as %q)", ch, other)
@@ -662,6 +687,56 @@ func (c *checker) credentials(ptr string, r *rawCredentials) Credentials {
 	}
 	cr.HeadersEnv = r.HeadersEnv
 	return cr
+}
+
+// tokenExchange checks a credentials.token_exchange block. The audience
+// default (the upstream's URL) is filled in by the caller.
+func (c *checker) tokenExchange(ptr string, r *rawTokenExchange) *TokenExchange {
+	te := &TokenExchange{Subject: SubjectCaller, SubjectTokenType: SubjectTokenAccessToken}
+	setString(&te.TokenURL, r.TokenURL)
+	setString(&te.ClientID, r.ClientID)
+	setString(&te.ClientSecretEnv, r.ClientSecretEnv)
+	setString(&te.Audience, r.Audience)
+	setString(&te.Scope, r.Scope)
+	setString(&te.Subject, r.Subject)
+	setString(&te.SubjectTokenType, r.SubjectTokenType)
+	setString(&te.GatewayTokenEnv, r.GatewayTokenEnv)
+	if te.TokenURL == "" {
+		c.fail(ptr+"/token_url", "is required")
+	} else if _, err := tokenexchange.CheckTokenURL(te.TokenURL); err != nil {
+		c.fail(ptr+"/token_url", "%s", err.Error())
+	} else if u, _ := url.Parse(te.TokenURL); u != nil {
+		for k := range u.Query() {
+			if looksSecretKey(k) {
+				c.fail(ptr+"/token_url", "query parameter %q looks like an inline secret", oneLine(k))
+				break
+			}
+		}
+	}
+	switch {
+	case te.ClientID == "":
+		c.fail(ptr+"/client_id", "is required")
+	case strings.ContainsAny(te.ClientID, ":\r\n"):
+		c.fail(ptr+"/client_id", "must not hold ':' or a line break")
+	}
+	if !validEnvName(te.ClientSecretEnv) {
+		c.fail(ptr+"/client_secret_env", "must name an environment variable")
+	}
+	if r.GatewayTokenEnv != nil && !validEnvName(te.GatewayTokenEnv) {
+		c.fail(ptr+"/gateway_token_env", "must name an environment variable")
+	}
+	if r.Audience != nil && strings.TrimSpace(te.Audience) == "" {
+		c.fail(ptr+"/audience", "must not be empty (omit it to use the upstream's URL)")
+	}
+	if te.Subject != SubjectCaller {
+		c.fail(ptr+"/subject", "must be %q", SubjectCaller)
+	}
+	switch te.SubjectTokenType {
+	case SubjectTokenAccessToken, SubjectTokenJWT:
+	default:
+		c.fail(ptr+"/subject_token_type", "must be %q or %q", SubjectTokenAccessToken, SubjectTokenJWT)
+	}
+	return te
 }
 
 // reservedHeader reports whether the MCP transport owns header k

@@ -283,11 +283,53 @@ type Credentials struct {
 	// HeadersEnv maps a header name to the environment variable holding
 	// its value.
 	HeadersEnv map[string]string
+	// TokenExchange, when set, exchanges each caller's verified token for
+	// one bound to this upstream (RFC 8693); exclusive with BearerEnv and
+	// BearerFile.
+	TokenExchange *TokenExchange
 }
 
 // IsZero reports whether no credential is configured.
 func (c Credentials) IsZero() bool {
-	return c.BearerEnv == "" && c.BearerFile == "" && len(c.HeadersEnv) == 0
+	return c.BearerEnv == "" && c.BearerFile == "" && len(c.HeadersEnv) == 0 && c.TokenExchange == nil
+}
+
+// Values of TokenExchange.Subject and TokenExchange.SubjectTokenType.
+const (
+	// SubjectCaller: the subject token is the caller's verified bearer
+	// token.
+	SubjectCaller = "caller"
+	// SubjectTokenAccessToken and SubjectTokenJWT name the RFC 8693
+	// subject_token_type sent (urn:ietf:params:oauth:token-type:...).
+	SubjectTokenAccessToken = "access_token"
+	SubjectTokenJWT         = "jwt"
+)
+
+// TokenExchange configures RFC 8693 token exchange for one upstream. It
+// names secrets by environment variable only.
+type TokenExchange struct {
+	// TokenURL is the authorization server's token endpoint (https, or
+	// http on a loopback host).
+	TokenURL string
+	// ClientID identifies quiver to the token endpoint (HTTP Basic).
+	ClientID string
+	// ClientSecretEnv names the environment variable holding the client
+	// secret.
+	ClientSecretEnv string
+	// Audience is the audience requested (default: the upstream's URL).
+	Audience string
+	// Scope is the optional scope requested.
+	Scope string
+	// Subject is whose token is exchanged: always SubjectCaller.
+	Subject string
+	// SubjectTokenType is SubjectTokenAccessToken (default) or
+	// SubjectTokenJWT.
+	SubjectTokenType string
+	// GatewayTokenEnv, when set, names the environment variable holding
+	// quiver's own subject token, exchanged the same way for the requests
+	// no caller is bound to (handshake, listings, pings). Without it those
+	// requests carry no Authorization header.
+	GatewayTokenEnv string
 }
 
 // Browse configures tool_browse.

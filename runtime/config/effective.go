@@ -132,9 +132,21 @@ type effUpstream struct {
 }
 
 type effCredentials struct {
-	BearerEnv  string            `yaml:"bearer_env,omitempty" json:"bearer_env,omitempty"`
-	BearerFile string            `yaml:"bearer_file,omitempty" json:"bearer_file,omitempty"`
-	HeadersEnv map[string]string `yaml:"headers_env,omitempty" json:"headers_env,omitempty"`
+	BearerEnv     string            `yaml:"bearer_env,omitempty" json:"bearer_env,omitempty"`
+	BearerFile    string            `yaml:"bearer_file,omitempty" json:"bearer_file,omitempty"`
+	HeadersEnv    map[string]string `yaml:"headers_env,omitempty" json:"headers_env,omitempty"`
+	TokenExchange *effTokenExchange `yaml:"token_exchange,omitempty" json:"token_exchange,omitempty"`
+}
+
+type effTokenExchange struct {
+	TokenURL         string `yaml:"token_url" json:"token_url"`
+	ClientID         string `yaml:"client_id" json:"client_id"`
+	ClientSecretEnv  string `yaml:"client_secret_env" json:"client_secret_env"`
+	Audience         string `yaml:"audience" json:"audience"`
+	Scope            string `yaml:"scope,omitempty" json:"scope,omitempty"`
+	Subject          string `yaml:"subject" json:"subject"`
+	SubjectTokenType string `yaml:"subject_token_type" json:"subject_token_type"`
+	GatewayTokenEnv  string `yaml:"gateway_token_env,omitempty" json:"gateway_token_env,omitempty"`
 }
 
 type effBrowse struct {
@@ -278,6 +290,10 @@ func (c *Config) effective() effConfig {
 				BearerEnv:  u.Credentials.BearerEnv,
 				BearerFile: u.Credentials.BearerFile,
 				HeadersEnv: u.Credentials.HeadersEnv,
+			}
+			if te := u.Credentials.TokenExchange; te != nil {
+				eu.Credentials.TokenExchange = &effTokenExchange{TokenURL: te.TokenURL, ClientID: te.ClientID, ClientSecretEnv: te.ClientSecretEnv,
+					Audience: te.Audience, Scope: te.Scope, Subject: te.Subject, SubjectTokenType: te.SubjectTokenType, GatewayTokenEnv: te.GatewayTokenEnv}
 			}
 		}
 		e.Upstreams = append(e.Upstreams, eu)

@@ -201,3 +201,26 @@ func (u *Upstream) ResolveEnv(getenv func(string) (string, bool)) ([]string, err
 	}
 	return out, nil
 }
+
+// ResolveTokenExchange returns the secrets named by u's token_exchange
+// block, looked up with getenv: the client secret, and the gateway subject
+// token ("" when gateway_token_env is not set). It returns "", "", nil when
+// u has no token_exchange block. An unset or empty variable is an error
+// matching ErrCredential that names the variable but never a value.
+func (u *Upstream) ResolveTokenExchange(getenv func(string) (string, bool)) (clientSecret, gatewayToken string, err error) {
+	te := u.Credentials.TokenExchange
+	if te == nil {
+		return "", "", nil
+	}
+	clientSecret, err = lookup(getenv, u.Name, "credentials.token_exchange.client_secret_env", te.ClientSecretEnv)
+	if err != nil {
+		return "", "", err
+	}
+	if te.GatewayTokenEnv != "" {
+		gatewayToken, err = lookup(getenv, u.Name, "credentials.token_exchange.gateway_token_env", te.GatewayTokenEnv)
+		if err != nil {
+			return "", "", err
+		}
+	}
+	return clientSecret, gatewayToken, nil
+}

@@ -41,7 +41,10 @@ type MiddlewareOptions struct {
 //     ([FromTokenInfo]; the MCP streamable handler hands it to every
 //     request of the session as RequestExtra.TokenInfo and binds the
 //     session to [Principal.Key]), and without its Authorization header,
-//     so nothing downstream can forward the client's token.
+//     so nothing downstream can forward the client's token. The verified
+//     token is kept only as a redacting [SubjectToken] in the context
+//     ([SubjectTokenFromContext]) and in the TokenInfo
+//     ([SubjectTokenFromTokenInfo]), for RFC 8693 token exchange.
 func (v *Verifier) Middleware(o MiddlewareOptions) func(http.Handler) http.Handler {
 	realm := o.Realm
 	if realm == "" {
@@ -73,6 +76,9 @@ func (v *Verifier) Middleware(o MiddlewareOptions) func(http.Handler) http.Handl
 		}
 		ti := TokenInfo(p)
 		ti.Expiration = time.Time{}
+		if t := SubjectTokenFromContext(ctx); t != nil {
+			ti.Extra[SubjectTokenKey] = t
+		}
 		return ti, nil
 	}
 	return func(next http.Handler) http.Handler {
@@ -97,7 +103,8 @@ func (v *Verifier) Middleware(o MiddlewareOptions) func(http.Handler) http.Handl
 				writeUnauthorized(w, challenge(reason), reason)
 				return
 			}
-			inner.ServeHTTP(w, r.Clone(WithPrincipal(r.Context(), p)))
+			ctx := WithSubjectToken(WithPrincipal(r.Context(), p), NewSubjectToken(token))
+			inner.ServeHTTP(w, r.Clone(ctx))
 		})
 	}
 }

@@ -89,6 +89,13 @@ func TestMiddleware(t *testing.T) {
 				if !ok || p.Key() != "jwt:ci:alice" || s.tokenInfo.UserID != "jwt:ci:alice" || len(s.tokenInfo.Scopes) != 2 {
 					t.Fatalf("token info %+v", s.tokenInfo)
 				}
+				// The verified token is kept, redacted, for token exchange.
+				if st := SubjectTokenFromTokenInfo(s.tokenInfo); st.Reveal() != good || st.String() != "[REDACTED]" {
+					t.Fatalf("subject token %v", st)
+				}
+				if b, _ := json.Marshal(s.tokenInfo); strings.Contains(string(b), good) {
+					t.Fatal("the token info encodes the token")
+				}
 				// The caller's own request keeps its header.
 				if r.Header.Get("Authorization") == "" {
 					t.Fatal("the middleware modified the caller's request")

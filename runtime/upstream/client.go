@@ -206,6 +206,7 @@ func New(spec Spec, opts Options) *Client {
 		c.httpTr.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
 		c.httpCli = &http.Client{Transport: &headerTransport{
 			base: c.httpTr, origin: originOf(u), headers: spec.Headers.Clone(), deleteTimeout: c.grace,
+			name: spec.Name, bearer: spec.Bearer,
 		}}
 	}
 	c.mc = mcp.NewClient(&mcp.Implementation{Name: "quiver", Version: "0"}, &mcp.ClientOptions{

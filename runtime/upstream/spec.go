@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -41,6 +42,13 @@ type Spec struct {
 	// nowhere else: typically the credential the caller resolved for this
 	// upstream (Authorization: Bearer ...). Nothing else is ever forwarded.
 	Headers http.Header
+	// Bearer, when set, gives the bearer token of the HTTP requests to this
+	// upstream's origin that carry no per-call token (see WithBearer): the
+	// handshake, listings, pings and the server event stream, which no
+	// caller is bound to. It is called for every such request, so it should
+	// cache; an error fails the request. A "" token sends the configured
+	// Headers unchanged.
+	Bearer func(ctx context.Context) (string, error)
 
 	// ConnectTimeout bounds starting the server and the MCP handshake
 	// (default DefaultConnectTimeout).

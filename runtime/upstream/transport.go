@@ -14,13 +14,18 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// headerTransport adds the spec's headers to requests for the upstream's
-// own origin (never to a redirect target or any other host), and records
+// headerTransport adds the spec's headers, and the per-call bearer token of
+// WithBearer (or Spec.Bearer's), to requests for the upstream's own origin
+// (never to a redirect target or any other host), and records
 // HTTP error statuses into the status probe carried by the request context.
 type headerTransport struct {
 	base    http.RoundTripper
 	origin  string // scheme://host[:port] of the configured endpoint
 	headers http.Header
+	// name is the upstream's Spec.Name (the key of WithBearer tokens).
+	name string
+	// bearer is Spec.Bearer.
+	bearer func(context.Context) (string, error)
 	// deleteTimeout bounds the best-effort session-termination DELETE the
 	// go-sdk sends on close (its own bound is 5 s, and a go-sdk server
 	// answers it only after its in-flight handlers return).
@@ -35,12 +40,24 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ctx, cancel = context.WithTimeout(req.Context(), t.deleteTimeout)
 		req = req.WithContext(ctx)
 	}
-	if len(t.headers) > 0 && originOf(req.URL) == t.origin {
-		req = req.Clone(req.Context()) // a RoundTripper must not modify its request
-		for k, vs := range t.headers {
-			req.Header.Del(k)
-			for _, v := range vs {
-				req.Header.Add(k, v)
+	if originOf(req.URL) == t.origin {
+		authz, err := t.authorization(req.Context())
+		if err != nil {
+			if cancel != nil {
+				cancel()
+			}
+			return nil, err
+		}
+		if len(t.headers) > 0 || authz != "" {
+			req = req.Clone(req.Context()) // a RoundTripper must not modify its request
+			for k, vs := range t.headers {
+				req.Header.Del(k)
+				for _, v := range vs {
+					req.Header.Add(k, v)
+				}
+			}
+			if authz != "" {
+				req.Header.Set("Authorization", authz)
 			}
 		}
 	}

@@ -1,0 +1,373 @@
+// Package tokenexchange implements the client side of OAuth 2.0 Token
+// Exchange (RFC 8693) as quiver uses it at its credential boundary (spec 001
+// MUST 5): the caller's verified bearer token is exchanged at an
+// authorization server for a token bound to one upstream's audience, and
+// only that token is sent upstream.
+//
+// An [Exchanger] serves one upstream. It authenticates to the token
+// endpoint with HTTP Basic (client_id and client secret), caches each
+// exchanged token per (principal key, audience) until shortly before it
+// expires, and never puts a token into an error, a log line or a receipt.
+package tokenexchange
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Grant and token type URNs of RFC 8693.
+const (
+	GrantType            = "urn:ietf:params:oauth:grant-type:token-exchange"
+	TokenTypeAccessToken = "urn:ietf:params:oauth:token-type:access_token"
+	TokenTypeJWT         = "urn:ietf:params:oauth:token-type:jwt"
+)
+
+// Defaults of [Config].
+const (
+	// DefaultTimeout bounds one exchange when the context has no earlier
+	// deadline.
+	DefaultTimeout = 10 * time.Second
+	// DefaultMaxResponseBytes bounds a token endpoint's answer.
+	DefaultMaxResponseBytes = 64 << 10
+	// DefaultMaxEntries bounds the cache.
+	DefaultMaxEntries = 10000
+	// DefaultLifetime is assumed for an answer without expires_in.
+	DefaultLifetime = 60 * time.Second
+	// expiryMargin: a cached token is not used within this long of its
+	// expiry (nor within a tenth of its lifetime, whichever is shorter).
+	expiryMargin = 30 * time.Second
+	// maxTokenBytes bounds an exchanged access token.
+	maxTokenBytes = 16 << 10
+)
+
+// ErrExchange is matched (errors.Is) by every error of [Exchanger.Exchange].
+var ErrExchange = errors.New("token exchange failed")
+
+// ErrNoSubject is returned (wrapped, matching [ErrExchange] too) when there
+// is no subject token to exchange: the caller is not authenticated by a
+// bearer token.
+var ErrNoSubject = errors.New("token exchange needs an authenticated caller")
+
+// Config configures an [Exchanger].
+type Config struct {
+	// TokenURL is the token endpoint (https, or http on a loopback host).
+	TokenURL string
+	// ClientID and ClientSecret authenticate quiver to the endpoint (HTTP
+	// Basic, RFC 6749 §2.3.1).
+	ClientID     string
+	ClientSecret string
+	// Audience is the audience parameter: the upstream the token is for.
+	Audience string
+	// Scope is the optional scope parameter (space-separated).
+	Scope string
+	// SubjectTokenType is the subject_token_type (default
+	// TokenTypeAccessToken).
+	SubjectTokenType string
+	// HTTPClient sends the requests (default: a client with its own
+	// transport that does not follow redirects).
+	HTTPClient *http.Client
+	// Timeout bounds one exchange (default DefaultTimeout).
+	Timeout time.Duration
+	// MaxResponseBytes bounds an answer (default DefaultMaxResponseBytes).
+	MaxResponseBytes int64
+	// MaxEntries bounds the cache (default DefaultMaxEntries).
+	MaxEntries int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Exchanger exchanges subject tokens at one token endpoint for one
+// audience, with a cache. It is safe for concurrent use.
+type Exchanger struct {
+	cfg Config
+	url *url.URL
+
+	mu      sync.Mutex
+	entries map[string]entry
+	flights map[string]*flight
+}
+
+type entry struct {
+	token string
+	until time.Time // not used at or after this instant
+}
+
+// flight is one exchange in progress, shared by concurrent requests of the
+// same key.
+type flight struct {
+	done  chan struct{}
+	token string
+	err   error
+}
+
+// New checks cfg and returns an Exchanger.
+func New(cfg Config) (*Exchanger, error) {
+	u, err := CheckTokenURL(cfg.TokenURL)
+	if err != nil {
+		return nil, fmt.Errorf("tokenexchange: token_url: %w", err)
+	}
+	switch {
+	case cfg.ClientID == "":
+		return nil, errors.New("tokenexchange: client_id is required")
+	case strings.ContainsAny(cfg.ClientID, ":\r\n"):
+		return nil, errors.New("tokenexchange: client_id must not hold ':' or a line break")
+	case cfg.Audience == "":
+		return nil, errors.New("tokenexchange: audience is required")
+	}
+	switch cfg.SubjectTokenType {
+	case "":
+		cfg.SubjectTokenType = TokenTypeAccessToken
+	case TokenTypeAccessToken, TokenTypeJWT:
+	default:
+		return nil, fmt.Errorf("tokenexchange: subject_token_type %q is not supported", cfg.SubjectTokenType)
+	}
+	if cfg.HTTPClient == nil {
+		tr, _ := http.DefaultTransport.(*http.Transport)
+		var rt http.RoundTripper = &http.Transport{}
+		if tr != nil {
+			rt = tr.Clone()
+		}
+		cfg.HTTPClient = &http.Client{Transport: rt}
+	}
+	// A redirect would resend the client credentials and the subject token
+	// elsewhere: never follow one.
+	hc := *cfg.HTTPClient
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	cfg.HTTPClient = &hc
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = DefaultMaxEntries
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Exchanger{cfg: cfg, url: u, entries: map[string]entry{}, flights: map[string]*flight{}}, nil
+}
+
+// CheckTokenURL parses s and accepts https URLs, and http URLs on a
+// loopback host; no user info, no fragment.
+func CheckTokenURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, errors.New("is not a valid URL")
+	}
+	switch {
+	case u.Host == "" || u.Hostname() == "":
+		return nil, errors.New("has no host")
+	case u.User != nil:
+		return nil, errors.New("must not carry credentials")
+	case u.Fragment != "" || strings.Contains(s, "#"):
+		return nil, errors.New("must not have a #fragment")
+	case u.Scheme == "https":
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+	default:
+		return nil, errors.New("must use https (http is accepted only for loopback hosts)")
+	}
+	return u, nil
+}
+
+// isLoopback reports whether host is localhost or a loopback address.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := parseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Audience returns the configured audience.
+func (x *Exchanger) Audience() string { return x.cfg.Audience }
+
+// Exchange returns a token for the configured audience on behalf of the
+// principal identified by key, whose verified bearer token is subject.
+// A cached token is returned while it is valid; notAfter, when not zero,
+// caps how long a new token is cached (the subject token's expiry).
+// Errors match ErrExchange, carry a one-line message and never include a
+// token.
+func (x *Exchanger) Exchange(ctx context.Context, key, subject string, notAfter time.Time) (string, error) {
+	if subject == "" {
+		return "", fmt.Errorf("%w: %w", ErrExchange, ErrNoSubject)
+	}
+	ck := key + "\x00" + x.cfg.Audience
+	for {
+		x.mu.Lock()
+		if e, ok := x.entries[ck]; ok {
+			if x.cfg.Now().Before(e.until) {
+				x.mu.Unlock()
+				return e.token, nil
+			}
+			delete(x.entries, ck)
+		}
+		f, running := x.flights[ck]
+		if !running {
+			f = &flight{done: make(chan struct{})}
+			x.flights[ck] = f
+			x.mu.Unlock()
+			f.token, f.err = x.exchangeAndStore(ctx, ck, subject, notAfter)
+			x.mu.Lock()
+			delete(x.flights, ck)
+			x.mu.Unlock()
+			close(f.done)
+			return f.token, f.err
+		}
+		x.mu.Unlock()
+		select {
+		case <-f.done:
+			if f.err == nil {
+				return f.token, nil
+			}
+			// The other request failed (perhaps only its context ended):
+			// try again with ours.
+			if ctx.Err() != nil {
+				return "", fmt.Errorf("%w: %w", ErrExchange, ctx.Err())
+			}
+		case <-ctx.Done():
+			return "", fmt.Errorf("%w: %w", ErrExchange, ctx.Err())
+		}
+	}
+}
+
+// exchangeAndStore performs one exchange and caches its token.
+func (x *Exchanger) exchangeAndStore(ctx context.Context, ck, subject string, notAfter time.Time) (string, error) {
+	start := x.cfg.Now()
+	tok, lifetime, err := x.exchange(ctx, subject)
+	if err != nil {
+		return "", err
+	}
+	margin := min(expiryMargin, lifetime/10)
+	until := start.Add(lifetime - margin)
+	if !notAfter.IsZero() && notAfter.Before(until) {
+		until = notAfter
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.entries) >= x.cfg.MaxEntries {
+		now := x.cfg.Now()
+		for k, e := range x.entries {
+			if !now.Before(e.until) {
+				delete(x.entries, k)
+			}
+		}
+		for k := range x.entries {
+			if len(x.entries) < x.cfg.MaxEntries {
+				break
+			}
+			delete(x.entries, k)
+		}
+	}
+	x.entries[ck] = entry{token: tok, until: until}
+	return tok, nil
+}
+
+// tokenResponse is the part of a token endpoint's answer quiver reads.
+type tokenResponse struct {
+	AccessToken      string          `json:"access_token"`
+	IssuedTokenType  string          `json:"issued_token_type"`
+	TokenType        string          `json:"token_type"`
+	ExpiresIn        json.Number     `json:"expires_in"`
+	Error            string          `json:"error"`
+	ErrorDescription json.RawMessage `json:"error_description"`
+}
+
+// exchange performs one request to the token endpoint.
+func (x *Exchanger) exchange(ctx context.Context, subject string) (string, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, x.cfg.Timeout)
+	defer cancel()
+	form := url.Values{
+		"grant_type":         {GrantType},
+		"subject_token":      {subject},
+		"subject_token_type": {x.cfg.SubjectTokenType},
+		"audience":           {x.cfg.Audience},
+	}
+	if x.cfg.Scope != "" {
+		form.Set("scope", x.cfg.Scope)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, x.url.String(), strings.NewReader(form.Encode()))
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: build request: %w", ErrExchange, err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	// RFC 6749 §2.3.1: client_id and secret are form-urlencoded before
+	// Basic encoding.
+	req.SetBasicAuth(url.QueryEscape(x.cfg.ClientID), url.QueryEscape(x.cfg.ClientSecret))
+	resp, err := x.cfg.HTTPClient.Do(req)
+	if err != nil {
+		// *url.Error names the URL (without secrets: it has no user
+		// info) and the cause.
+		return "", 0, fmt.Errorf("%w: token endpoint unreachable: %w", ErrExchange, errors.Unwrap(err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, x.cfg.MaxResponseBytes+1))
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: read token endpoint answer: %w", ErrExchange, err)
+	}
+	if int64(len(body)) > x.cfg.MaxResponseBytes {
+		return "", 0, fmt.Errorf("%w: token endpoint answer larger than %d bytes", ErrExchange, x.cfg.MaxResponseBytes)
+	}
+	var tr tokenResponse
+	jsonErr := error(nil)
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" && !strings.HasSuffix(mt, "+json") {
+		jsonErr = fmt.Errorf("content type %q is not JSON", oneLine(mt, 64))
+	} else {
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.UseNumber()
+		jsonErr = dec.Decode(&tr)
+	}
+	if resp.StatusCode != http.StatusOK {
+		if jsonErr == nil && tr.Error != "" {
+			return "", 0, fmt.Errorf("%w: token endpoint answered %d %s", ErrExchange, resp.StatusCode, oneLine(tr.Error, 64))
+		}
+		return "", 0, fmt.Errorf("%w: token endpoint answered %d", ErrExchange, resp.StatusCode)
+	}
+	if jsonErr != nil {
+		return "", 0, fmt.Errorf("%w: malformed token endpoint answer: %w", ErrExchange, jsonErr)
+	}
+	switch {
+	case tr.AccessToken == "":
+		return "", 0, fmt.Errorf("%w: token endpoint answer has no access_token", ErrExchange)
+	case len(tr.AccessToken) > maxTokenBytes:
+		return "", 0, fmt.Errorf("%w: access_token larger than %d bytes", ErrExchange, maxTokenBytes)
+	case strings.ContainsFunc(tr.AccessToken, func(r rune) bool { return r <= ' ' || r >= 0x7f }):
+		return "", 0, fmt.Errorf("%w: access_token holds characters a header cannot carry", ErrExchange)
+	case tr.TokenType != "" && !strings.EqualFold(tr.TokenType, "bearer") && !strings.EqualFold(tr.TokenType, "N_A"):
+		return "", 0, fmt.Errorf("%w: token_type %q is not Bearer", ErrExchange, oneLine(tr.TokenType, 32))
+	}
+	lifetime := DefaultLifetime
+	if tr.ExpiresIn != "" {
+		secs, err := tr.ExpiresIn.Float64()
+		if err != nil || secs < 0 {
+			return "", 0, fmt.Errorf("%w: malformed expires_in", ErrExchange)
+		}
+		lifetime = time.Duration(min(secs, 366*24*3600) * float64(time.Second))
+	}
+	return tr.AccessToken, lifetime, nil
+}
+
+// oneLine caps s to n bytes of printable ASCII.
+func oneLine(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r < ' ' || r >= 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
+}
