@@ -126,9 +126,10 @@ type storedOutcome struct {
 
 // execute runs the tool_execute pipeline in the order of DESIGN.md:
 //
-//	resolve -> tool_call schema -> front door (class, declaration, read-only
-//	capability, idempotency key) -> argument validation (tolerant repairs
-//	first, when on) -> connector (registry parity, write-side document
+//	resolve -> tool_call schema -> tolerant repairs (when on) ->
+//	argument guards (workspace, egress) -> authorization -> front door
+//	(class, declaration, read-only capability, idempotency key) ->
+//	argument validation -> connector (registry parity, write-side document
 //	guards) -> quota -> dry run -> idempotency record -> cache -> dispatch
 //	with retry -> cache store -> read-side document guards -> firewall ->
 //	envelope with effect -> idempotency record completed
@@ -174,6 +175,13 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	deny := func(e *Error) (*mcp.CallToolResult, *Error) {
 		r.log.Info("tool_execute refused", "code", e.Code, "tool_id", it.ID, "server", it.Server, "tool", it.UpstreamName, "args_sha256", argsDigest(args))
 		return nil, e.withDetail("tool_id", it.ID)
+	}
+
+	// Argument guards (spec 001 MUST 7): the upstream's workspace roots and
+	// egress allowlist, on the final arguments (after tolerant repairs),
+	// before authorization so that a refused call consumes no approval.
+	if e := r.checkArgGuards(ctx, st, it.Server, args, v); e != nil {
+		return deny(e)
 	}
 
 	// Authorization (spec 001 MUSTs 4, 5, 9): the incident state and the

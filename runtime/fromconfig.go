@@ -100,6 +100,12 @@ func FromConfig(cfg *config.Config, getenv func(string) (string, bool), log *slo
 			continue
 		}
 		uo := UpstreamOptions{Name: u.Name, TrustLevel: string(u.TrustLevel), Risk: string(u.Risk), Credentialed: !u.Credentials.IsZero()}
+		if w := u.Workspace; w != nil {
+			uo.Workspace = &WorkspaceGuard{Roots: w.Roots, PathArgs: w.PathArgs}
+		}
+		if g := u.Egress; g != nil {
+			uo.Egress = &EgressGuard{Allow: g.Allow, URLArgs: g.URLArgs}
+		}
 		if u.Catalog != "" {
 			src, err := catalog.LoadFile(u.Catalog)
 			if err != nil {

@@ -36,6 +36,8 @@ principals: {alice: {read_only: true}, "*": {read_only: false}}
 upstreams:
   - name: fleet
     catalog: ` + mustAbsPath(t, "testdata/fleet.json") + `
+    workspace: {roots: [ws]}
+    egress: {allow: [API.example.com], url_args: [url]}
 `
 	cfg, err := config.Parse("q.yaml", []byte(src), dir)
 	if err != nil {
@@ -54,6 +56,10 @@ upstreams:
 	}
 	if opts.Retry.MaxAttempts != 3 || opts.Retry.BaseDelay != 10*time.Millisecond || opts.Retry.Jitter || len(opts.Retry.RetryableCodes) != 1 {
 		t.Fatalf("retry %+v", opts.Retry)
+	}
+	if u := opts.Upstreams[0]; u.Workspace == nil || u.Workspace.Roots[0] != filepath.Join(dir, "ws") || len(u.Workspace.PathArgs) == 0 ||
+		u.Egress == nil || u.Egress.Allow[0] != "api.example.com" || u.Egress.URLArgs[0] != "url" {
+		t.Fatalf("argument guards %+v %+v", u.Workspace, u.Egress)
 	}
 	if c := opts.Cache; c == nil || c.TTL != 5*time.Second || c.MaxEntries != 8 || c.Allow[0] != "math:*" {
 		t.Fatalf("cache %+v", c)

@@ -73,6 +73,12 @@ type UpstreamOptions struct {
 	// token_handling.mode exchanged). Set Spec.Bearer for the requests no
 	// caller is bound to.
 	Exchange *tokenexchange.Exchanger
+	// Workspace, when set, confines the path arguments of this upstream's
+	// tools to its roots (PATH_OUTSIDE_WORKSPACE otherwise).
+	Workspace *WorkspaceGuard
+	// Egress, when set, confines the URL arguments of this upstream's
+	// tools to its allowlist (EGRESS_BLOCKED otherwise).
+	Egress *EgressGuard
 }
 
 // Options configure a Runtime.

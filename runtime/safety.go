@@ -53,6 +53,10 @@ type caller struct {
 	rc      receipts.Receipt
 	// decided is set once the pipeline recorded the decision in rc.
 	decided bool
+	// guardCodes are the reason codes an argument guard (argguard.go)
+	// refused the call with; a deny receipt lists them after the error
+	// code.
+	guardCodes []string
 }
 
 type callerKey struct{}
@@ -128,7 +132,7 @@ func (r *Runtime) finishReceipt(c *caller, res *mcp.CallToolResult, e *Error, to
 	switch {
 	case e != nil && (!c.decided || (rc.Decision.Result == "allow" && !upstreamErrorCodes[e.Code])):
 		// A refusal by the gateway: before or after the policy allowed it.
-		codes := []string{e.Code}
+		codes := append([]string{e.Code}, c.guardCodes...)
 		if c.decided {
 			codes = append(codes, rc.Decision.ReasonCodes...)
 		}

@@ -5,10 +5,10 @@ package main
 // with a secret from the environment, RS256 with a JWKS file), a policy
 // file, the admin API, and the receipts files read back.
 //
-// Spec tests covered: 1, 2, 3, 4, 6, 9, 10. Not applicable or not covered
-// here: 5 (quiver does no OAuth proxying or dynamic client registration:
-// MUST 6 is N/A), 7 and 8 (no sandbox yet: receipts say fs_policy and
-// net_policy none).
+// Spec tests covered: 1, 2, 3, 4, 6, 9, 10; 7 and 8 in e2e_argguard_test.go
+// as far as argument guards reach (no sandbox yet: receipts say fs_policy
+// and net_policy none). Not applicable: 5 (quiver does no OAuth proxying or
+// dynamic client registration: MUST 6 is N/A).
 
 import (
 	"bufio"

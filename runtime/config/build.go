@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quiver-mcp/quiver/runtime/egress"
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/toolid"
 )
@@ -124,6 +125,18 @@ type rawUpstream struct {
 	CallTimeout    *string           `json:"call_timeout"`
 	ToolPrefix     *string           `json:"tool_prefix"`
 	Enabled        *bool             `json:"enabled"`
+	Workspace      *rawWorkspace     `json:"workspace"`
+	Egress         *rawEgress        `json:"egress"`
+}
+
+type rawWorkspace struct {
+	Roots    []string `json:"roots"`
+	PathArgs []string `json:"path_args"`
+}
+
+type rawEgress struct {
+	Allow   []string `json:"allow"`
+	URLArgs []string `json:"url_args"`
 }
 
 type rawCredentials struct {
@@ -588,8 +601,67 @@ func (c *checker) upstreams(cfg *Config, rs []rawUpstream) {
 		c.duration(ptr+"/call_timeout", r.CallTimeout, &u.CallTimeout, true)
 		setString(&u.ToolPrefix, r.ToolPrefix)
 		setBool(&u.Enabled, r.Enabled)
+		if r.Workspace != nil {
+			u.Workspace = c.workspace(ptr+"/workspace", r.Workspace)
+		}
+		if r.Egress != nil {
+			u.Egress = c.egress(ptr+"/egress", r.Egress)
+		}
 		cfg.Upstreams = append(cfg.Upstreams, u)
 	}
+}
+
+// workspace checks an upstream's workspace block: roots are resolved
+// against the configuration's directory and must be absolute.
+func (c *checker) workspace(ptr string, r *rawWorkspace) *Workspace {
+	w := &Workspace{}
+	if len(r.Roots) == 0 {
+		c.fail(ptr+"/roots", "needs at least one directory")
+	}
+	for i, root := range r.Roots {
+		rp := ptr + "/roots/" + strconv.Itoa(i)
+		if root == "" {
+			c.fail(rp, "must not be empty")
+			continue
+		}
+		p := c.path(rp, root)
+		if !filepath.IsAbs(p) {
+			c.fail(rp, "must be an absolute directory (or one relative to the configuration file)")
+		}
+		w.Roots = append(w.Roots, p)
+	}
+	w.PathArgs = c.argKeys(ptr+"/path_args", r.PathArgs)
+	if w.PathArgs == nil {
+		w.PathArgs = DefaultPathArgs()
+	}
+	return w
+}
+
+// egress checks an upstream's egress block.
+func (c *checker) egress(ptr string, r *rawEgress) *Egress {
+	e := &Egress{}
+	if len(r.Allow) == 0 {
+		c.fail(ptr+"/allow", "needs at least one host name, *.suffix or IP literal")
+	}
+	for i, a := range r.Allow {
+		if _, err := egress.ParseRule(a); err != nil {
+			c.fail(ptr+"/allow/"+strconv.Itoa(i), "must be a host name, *.suffix or IP literal, optionally with :port (%v)", err)
+			continue
+		}
+		e.Allow = append(e.Allow, strings.ToLower(strings.TrimSpace(a)))
+	}
+	e.URLArgs = c.argKeys(ptr+"/url_args", r.URLArgs)
+	return e
+}
+
+// argKeys checks a list of argument keys (non-empty).
+func (c *checker) argKeys(ptr string, keys []string) []string {
+	for i, k := range keys {
+		if strings.TrimSpace(k) == "" {
+			c.fail(ptr+"/"+strconv.Itoa(i), "must not be empty")
+		}
+	}
+	return nonEmpty(keys)
 }
 
 // checkURL refuses URLs that are not http(s) with a host, or that carry a

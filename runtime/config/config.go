@@ -271,6 +271,41 @@ type Upstream struct {
 	ToolPrefix string
 	// Enabled false keeps the entry without starting or listing it.
 	Enabled bool
+	// Workspace, when set, confines the path arguments of this upstream's
+	// tools (spec 001 MUST 7).
+	Workspace *Workspace
+	// Egress, when set, confines the URL arguments of this upstream's
+	// tools to an allowlist of hosts (spec 001 MUST 7).
+	Egress *Egress
+}
+
+// Workspace confines path arguments to directories. Paths are cleaned
+// lexically; symlinks are not resolved, so the upstream process must not
+// be trusted to follow them (that needs a sandbox).
+type Workspace struct {
+	// Roots are absolute directories (relative ones in the file are
+	// resolved against its directory); relative path arguments are taken
+	// relative to the first.
+	Roots []string
+	// PathArgs are the argument keys holding paths (case-insensitive);
+	// DefaultPathArgs when the file gives none.
+	PathArgs []string
+}
+
+// DefaultPathArgs are the argument keys a workspace guard checks when its
+// path_args are not given.
+func DefaultPathArgs() []string {
+	return []string{"path", "paths", "file", "files", "filename", "source", "destination", "dir", "directory", "root", "target"}
+}
+
+// Egress is an allowlist of network destinations for URL arguments.
+type Egress struct {
+	// Allow holds host names, "*."-prefixed suffixes and IP literals,
+	// optionally with ":port" (lower case).
+	Allow []string
+	// URLArgs, when set, restricts the check to these argument keys;
+	// nil checks every string argument that is a URL.
+	URLArgs []string
 }
 
 // Credentials name where the credentials of a url or sse upstream come

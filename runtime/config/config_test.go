@@ -77,6 +77,7 @@ func TestFullExample(t *testing.T) {
 				Credentials:    Credentials{BearerEnv: "GITHUB_TOKEN", HeadersEnv: map[string]string{"X-GitHub-Org": "GITHUB_ORG"}},
 				ConnectTimeout: 5 * time.Second, CallTimeout: 2 * time.Minute,
 				ToolPrefix: "gh_", Enabled: true,
+				Egress: &Egress{Allow: []string{"api.github.example", "*.githubusercontent.example", "127.0.0.1:8443"}, URLArgs: []string{"url", "endpoint"}},
 			},
 			{
 				Name: "legacy-search", SSE: "http://127.0.0.1:9001/sse",
@@ -103,6 +104,7 @@ func TestFullExample(t *testing.T) {
 				Dir:     "/etc/quiver/work", TrustLevel: TrustInternal, Risk: RiskCritical,
 				ConnectTimeout: DefaultConnectTimeout, CallTimeout: DefaultCallTimeout,
 				ToolPrefix: "", Enabled: true,
+				Workspace: &Workspace{Roots: []string{"/etc/quiver/work", "/srv/shared"}, PathArgs: DefaultPathArgs()},
 			},
 			{
 				Name: "fixtures", Catalog: "/etc/fixtures/catalog.json",
@@ -398,6 +400,17 @@ func TestInvalid(t *testing.T) {
 			"quiver.yaml:2:3: rate_limits.tool_call: key must be tool_browse, tool_execute, tool_view, tool_hydrate or tool:<tool_id glob>"},
 		{"rate glob", "rate_limits:\n  \"tool:gh[\": {max_calls_per_minute: 1}",
 			`quiver.yaml:2:3: rate_limits["tool:gh["]: is not a valid tool_id glob: syntax error in pattern`},
+		// Argument guards.
+		{"workspace roots", "upstreams: [{name: a, command: [x], workspace: {roots: []}}]",
+			"quiver.yaml:1:49: upstreams[0].workspace.roots: must not be empty"},
+		{"workspace key", "upstreams: [{name: a, command: [x], workspace: {roots: [/w], paths: [p]}}]",
+			"quiver.yaml:1:62: upstreams[0].workspace.paths: unknown key; allowed: path_args, roots"},
+		{"egress entry", "upstreams: [{name: a, command: [x], egress: {allow: [\"http://x.example/\"]}}]",
+			"quiver.yaml:1:54: upstreams[0].egress.allow[0]: must be a host name, *.suffix or IP literal, optionally with :port (a host, not a URL)"},
+		{"egress port", "upstreams: [{name: a, command: [x], egress: {allow: [\"x.example:0\"]}}]",
+			`quiver.yaml:1:54: upstreams[0].egress.allow[0]: must be a host name, *.suffix or IP literal, optionally with :port (invalid port "0")`},
+		{"egress wildcard", "upstreams: [{name: a, command: [x], egress: {allow: [\"*.\"]}}]",
+			`quiver.yaml:1:54: upstreams[0].egress.allow[0]: must be a host name, *.suffix or IP literal, optionally with :port ("" is not a host name)`},
 		{"bool", "tolerant_args: yes", "quiver.yaml:1:1: tolerant_args: must be a boolean, got a string"},
 		{"block type", "listen: stdio", "quiver.yaml:1:1: listen: must be a mapping, got a string"},
 		{"null block", "upstreams:\n", "quiver.yaml:1:1: upstreams: must be a list, got null"},
@@ -424,7 +437,7 @@ func TestInvalid(t *testing.T) {
 		{"unknown nested", "browse:\n  top_k: 3\n  topk: 4", "quiver.yaml:3:3: browse.topk: unknown key (did you mean top_k?)"},
 		{"unknown far", "firewall: {mode: strict}", "quiver.yaml:1:12: firewall.mode: unknown key; allowed: enabled, max_inline_tokens"},
 		{"unknown upstream key", "upstreams:\n  - name: a\n    command: [x]\n    args: [y]",
-			"quiver.yaml:4:5: upstreams[0].args: unknown key; allowed: call_timeout, catalog, command, connect_timeout, credentials, dir, enabled, env, name, risk, sse, tool_prefix, trust_level, url"},
+			"quiver.yaml:4:5: upstreams[0].args: unknown key; allowed: call_timeout, catalog, command, connect_timeout, credentials, dir, egress, enabled, env, name, risk, sse, tool_prefix, trust_level, url, workspace"},
 		{"duplicate key", "mode: proxy\nmode: gateway", "quiver.yaml:2:1: mode: duplicate key (first at line 1)"},
 		// Upstreams.
 		{"missing name", "upstreams:\n  - command: [x]", `quiver.yaml:2:5: upstreams[0]: missing required key "name"`},

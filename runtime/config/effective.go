@@ -129,6 +129,19 @@ type effUpstream struct {
 	CallTimeout    string            `yaml:"call_timeout" json:"call_timeout"`
 	ToolPrefix     string            `yaml:"tool_prefix" json:"tool_prefix"`
 	Enabled        bool              `yaml:"enabled" json:"enabled"`
+	Workspace      *effWorkspace     `yaml:"workspace,omitempty" json:"workspace,omitempty"`
+	Egress         *effEgress        `yaml:"egress,omitempty" json:"egress,omitempty"`
+}
+
+type effWorkspace struct {
+	Roots    []string `yaml:"roots,flow" json:"roots"`
+	PathArgs []string `yaml:"path_args,flow" json:"path_args"`
+}
+
+type effEgress struct {
+	Allow []string `yaml:"allow,flow" json:"allow"`
+	// URLArgs is empty when every string argument is checked.
+	URLArgs []string `yaml:"url_args,omitempty,flow" json:"url_args,omitempty"`
 }
 
 type effCredentials struct {
@@ -295,6 +308,12 @@ func (c *Config) effective() effConfig {
 				eu.Credentials.TokenExchange = &effTokenExchange{TokenURL: te.TokenURL, ClientID: te.ClientID, ClientSecretEnv: te.ClientSecretEnv,
 					Audience: te.Audience, Scope: te.Scope, Subject: te.Subject, SubjectTokenType: te.SubjectTokenType, GatewayTokenEnv: te.GatewayTokenEnv}
 			}
+		}
+		if w := u.Workspace; w != nil {
+			eu.Workspace = &effWorkspace{Roots: w.Roots, PathArgs: w.PathArgs}
+		}
+		if g := u.Egress; g != nil {
+			eu.Egress = &effEgress{Allow: g.Allow, URLArgs: g.URLArgs}
 		}
 		e.Upstreams = append(e.Upstreams, eu)
 	}

@@ -1,0 +1,181 @@
+package main
+
+// Spec 001 conformance tests 7 and 8, the parts that apply without a
+// sandbox: quiver's per-upstream argument guards refuse a call whose
+// arguments name a path outside the upstream's workspace, or a network
+// destination outside its egress allowlist, before dispatch, and the deny
+// receipt carries the reason (for egress, the blocked host and never the
+// rest of the URL). A recording upstream shows that refused calls never
+// reach it.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// guardedUpstream is the YAML of one more recording upstream (the test
+// upstream binary) with a guard block, and its record file.
+func guardedUpstream(t *testing.T, name, guard string) (yaml, record string) {
+	t.Helper()
+	record = filepath.Join(t.TempDir(), name+".jsonl")
+	return fmt.Sprintf("  - name: %s\n    command: [%q, \"-name\", %q, \"-record\", %q]\n    %s\n", name, upstreamBin, name, record, guard), record
+}
+
+// recorded returns the text arguments of the echo calls that reached the
+// upstream.
+func recorded(t *testing.T, record string) []string {
+	t.Helper()
+	data, err := os.ReadFile(record)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range bytes.Split(data, []byte("\n")) {
+		var ev struct {
+			Event, Tool string
+			Args        struct{ Text string }
+		}
+		if json.Unmarshal(line, &ev) == nil && ev.Event == "call" && ev.Tool == "echo" {
+			out = append(out, ev.Args.Text)
+		}
+	}
+	return out
+}
+
+// denyReceipts returns the deny receipts of toolID with error code code.
+func (e *safetyEnv) denyReceipts(t *testing.T, toolID, code string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, r := range e.readReceipts(t) {
+		if field(r, "mcp.tool_id") == toolID && field(r, "decision.result") == "deny" && field(r, "outcome.error_code") == code {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Test 7 (without a sandbox): reads and writes naming a path outside the
+// workspace are refused with PATH_OUTSIDE_WORKSPACE before dispatch;
+// paths inside it go through.
+func TestSafety7_WorkspaceBoundary(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "ws")
+	must(t, os.MkdirAll(ws, 0o755))
+	up, record := guardedUpstream(t, "files", fmt.Sprintf("workspace: {roots: [%q], path_args: [TEXT]}", ws))
+	e := startSafety(t, up)
+	alice := e.as(t, hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}}))
+	echo := idWithPrefix(listNames(t, alice), "files:echo#")
+	if echo == "" {
+		t.Fatal("files:echo is not listed")
+	}
+	allowed := []string{"notes/today.md", filepath.Join(ws, "out", "report.csv"), "file://" + filepath.Join(ws, "a.txt"), "./x/../y"}
+	refused := []string{"../outside.txt", "/etc/passwd", filepath.Join(ws, "..", "ws2", "x"), "file:///etc/shadow", "~/.ssh/id_rsa", "notes/../../escape"}
+	for _, p := range allowed {
+		if res, m := execute(t, alice, echo, map[string]any{"text": p}); res.IsError {
+			t.Fatalf("%q refused: %v", p, m)
+		}
+	}
+	for _, p := range refused {
+		res, m := execute(t, alice, echo, map[string]any{"text": p})
+		if !res.IsError || errCode(m) != "PATH_OUTSIDE_WORKSPACE" {
+			t.Fatalf("%q: %v", p, m)
+		}
+		if msg, _ := m["message"].(string); !strings.Contains(msg, `"text"`) || strings.Contains(msg, p) {
+			t.Fatalf("message %q should name the key, not the value", msg)
+		}
+	}
+	// A dry run reports the check by name.
+	_, dr := callTool(t, alice, "tool_execute", map[string]any{"tool_id": echo, "args": map[string]any{"text": "/etc/passwd"}, "dry_run": true})
+	found := false
+	for _, c := range dr["checks"].([]any) {
+		c := c.(map[string]any)
+		if c["name"] == "workspace" {
+			found = c["status"] == "fail" && strings.HasPrefix(c["detail"].(string), "PATH_OUTSIDE_WORKSPACE")
+		}
+	}
+	if !found || dr["allowed"] != false {
+		t.Fatalf("dry run: %v", dr)
+	}
+
+	got := recorded(t, record)
+	if strings.Join(got, "\n") != strings.Join(allowed, "\n") {
+		t.Fatalf("the upstream saw %q, want exactly %q", got, allowed)
+	}
+	e.waitReceipt(t, "workspace denials", func(map[string]any) bool {
+		return len(e.denyReceipts(t, echo, "PATH_OUTSIDE_WORKSPACE")) >= len(refused)
+	})
+	for _, r := range e.denyReceipts(t, echo, "PATH_OUTSIDE_WORKSPACE") {
+		codes := field(r, "decision.reason_codes")
+		if !hasString(codes, "PATH_OUTSIDE_WORKSPACE") || !hasString(codes, "WORKSPACE_ESCAPE") {
+			t.Fatalf("receipt: %v", r)
+		}
+	}
+	e.srv.stop(t, syscall.SIGTERM)
+}
+
+// Test 8 (without a sandbox): a call naming a non-allowlisted destination
+// is refused with EGRESS_BLOCKED before dispatch, and its receipt shows
+// the blocked host (not the path or query of the URL).
+func TestSafety8_EgressBoundary(t *testing.T) {
+	up, record := guardedUpstream(t, "web", `egress: {allow: [api.example.com, "*.example.org", 127.0.0.1]}`)
+	e := startSafety(t, up)
+	alice := e.as(t, hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}}))
+	echo := idWithPrefix(listNames(t, alice), "web:echo#")
+	if echo == "" {
+		t.Fatal("web:echo is not listed")
+	}
+	allowed := []string{"https://api.example.com/v1/items", "HTTPS://Docs.Example.ORG/guide", "http://127.0.0.1:8080/health", "just some text"}
+	refused := map[string]string{
+		"https://evil.example.net/exfil?secret=s3cr3t": "evil.example.net",
+		"http://api.example.com@attacker.test/steal":   "attacker.test",
+		"wss://example.org/socket":                     "example.org",
+		"http://10.0.0.7/admin":                        "10.0.0.7",
+	}
+	for _, u := range allowed {
+		if res, m := execute(t, alice, echo, map[string]any{"text": u}); res.IsError {
+			t.Fatalf("%q refused: %v", u, m)
+		}
+	}
+	for u, host := range refused {
+		res, m := execute(t, alice, echo, map[string]any{"text": u})
+		if !res.IsError || errCode(m) != "EGRESS_BLOCKED" {
+			t.Fatalf("%q: %v", u, m)
+		}
+		if d, _ := m["details"].(map[string]any); d["host"] != host {
+			t.Fatalf("%q: details %v", u, m["details"])
+		}
+	}
+	if got := recorded(t, record); strings.Join(got, "\n") != strings.Join(allowed, "\n") {
+		t.Fatalf("the upstream saw %q, want exactly %q", got, allowed)
+	}
+	e.waitReceipt(t, "egress denials", func(map[string]any) bool {
+		return len(e.denyReceipts(t, echo, "EGRESS_BLOCKED")) >= len(refused)
+	})
+	seen := map[string]bool{}
+	for _, r := range e.denyReceipts(t, echo, "EGRESS_BLOCKED") {
+		codes := field(r, "decision.reason_codes")
+		if !hasString(codes, "EGRESS_BLOCKED") || !hasString(codes, "EGRESS_HOST_NOT_ALLOWED") {
+			t.Fatalf("receipt: %v", r)
+		}
+		for _, host := range refused {
+			if hasString(codes, "EGRESS_HOST:"+host) {
+				seen[host] = true
+			}
+		}
+		b, _ := json.Marshal(r)
+		if bytes.Contains(b, []byte("s3cr3t")) || bytes.Contains(b, []byte("/exfil")) || bytes.Contains(b, []byte("/steal")) {
+			t.Fatalf("the receipt carries more of the URL than its host: %s", b)
+		}
+	}
+	if len(seen) != len(refused) {
+		t.Fatalf("receipts name the blocked hosts %v, want all of %v", seen, refused)
+	}
+	e.srv.stop(t, syscall.SIGTERM)
+}

@@ -1,0 +1,123 @@
+package runtime
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+func mustArgs(t *testing.T, raw string) map[string]any {
+	t.Helper()
+	args, e := decodeToolArgs(json.RawMessage(raw))
+	if e != nil {
+		t.Fatalf("%s: %v", raw, e)
+	}
+	return args
+}
+
+func TestCheckWorkspace(t *testing.T) {
+	g := &WorkspaceGuard{Roots: []string{"/ws/main", "/shared/data"}}
+	for _, tc := range []struct {
+		name, raw string
+		key       string // "" when allowed
+	}{
+		{"relative inside", `{"path":"src/main.go"}`, ""},
+		{"absolute inside", `{"path":"/ws/main/src/a.go"}`, ""},
+		{"root itself", `{"path":"/ws/main"}`, ""},
+		{"dot", `{"path":"."}`, ""},
+		{"empty", `{"path":""}`, ""},
+		{"second root", `{"path":"/shared/data/x.csv"}`, ""},
+		{"relative escape", `{"path":"../secret"}`, "path"},
+		{"deep escape", `{"path":"src/../../../etc/passwd"}`, "path"},
+		{"clean stays inside", `{"path":"src/../lib/./x"}`, ""},
+		{"absolute outside", `{"path":"/etc/passwd"}`, "path"},
+		{"sibling prefix", `{"path":"/ws/main2/x"}`, "path"},
+		{"absolute escape via dotdot", `{"path":"/ws/main/../other"}`, "path"},
+		{"home", `{"path":"~/.ssh/id_rsa"}`, "path"},
+		{"nul", `{"path":"a\u0000b"}`, "path"},
+		{"file uri inside", `{"path":"file:///ws/main/a.txt"}`, ""},
+		{"file uri outside", `{"path":"file:///etc/passwd"}`, "path"},
+		{"file uri upper", `{"path":"FILE:///etc/passwd"}`, "path"},
+		{"file uri localhost", `{"path":"file://localhost/ws/main/a"}`, ""},
+		{"file uri remote host", `{"path":"file://evil/ws/main/a"}`, "path"},
+		{"file uri escaped dotdot", `{"path":"file:///ws/main/%2e%2e/x"}`, "path"},
+		{"case-insensitive key", `{"Path":"/etc/passwd"}`, "Path"},
+		{"other default key", `{"destination":"/tmp/x"}`, "destination"},
+		{"unlisted key", `{"content":"/etc/passwd"}`, ""},
+		{"array", `{"paths":["a","/etc/shadow"]}`, "paths"},
+		{"nested array", `{"files":[["a"],["b",["/etc/x"]]]}`, "files"},
+		{"nested object", `{"ops":[{"op":"copy","source":"a","target":"../../x"}]}`, "target"},
+		{"object under path key", `{"path":{"file":"/etc/x"}}`, "file"},
+		{"number under path key", `{"path":3}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := checkWorkspace(g, mustArgs(t, tc.raw))
+			switch {
+			case tc.key == "" && g != nil:
+				t.Fatalf("refused: %v", g.err)
+			case tc.key != "" && g == nil:
+				t.Fatal("allowed")
+			case g != nil:
+				if g.err.Code != CodePathOutsideWorkspace || g.err.Details["arg"] != tc.key || g.err.Path != "args" {
+					t.Fatalf("error %+v", g.err)
+				}
+				if want := `argument "` + tc.key + `" names a path outside this upstream's workspace`; g.err.Message != want {
+					t.Fatalf("message %q", g.err.Message)
+				}
+			}
+		})
+	}
+	custom := &WorkspaceGuard{Roots: []string{"/ws"}, PathArgs: []string{"Where"}}
+	if g := checkWorkspace(custom, mustArgs(t, `{"where":"/etc","path":"/etc"}`)); g == nil || g.err.Details["arg"] != "where" {
+		t.Fatalf("custom keys: %+v", g)
+	}
+}
+
+func TestCheckEgress(t *testing.T) {
+	open := &EgressGuard{Allow: []string{"api.example.com", "*.example.org", "127.0.0.1", "ports.example:8443"}}
+	keyed := &EgressGuard{Allow: open.Allow, URLArgs: []string{"URL", "endpoints"}}
+	for _, tc := range []struct {
+		name string
+		g    *EgressGuard
+		raw  string
+		host string // "" when allowed
+	}{
+		{"allowed", open, `{"url":"https://api.example.com/v1?token=abc"}`, ""},
+		{"blocked any key", open, `{"note":"https://evil.com/x?secret=1"}`, "evil.com"},
+		{"uppercase", open, `{"u":"HTTPS://API.EXAMPLE.COM/"}`, ""},
+		{"wildcard", open, `{"u":"wss://a.b.example.org/s"}`, ""},
+		{"wildcard apex", open, `{"u":"https://example.org/"}`, "example.org"},
+		{"ip literal", open, `{"u":"http://127.0.0.1:9000/"}`, ""},
+		{"other ip", open, `{"u":"http://10.0.0.1/"}`, "10.0.0.1"},
+		{"ipv6", open, `{"u":"http://[::1]/"}`, "::1"},
+		{"port match", open, `{"u":"http://ports.example:8443/"}`, ""},
+		{"port mismatch", open, `{"u":"http://ports.example/"}`, "ports.example"},
+		{"userinfo", open, `{"u":"http://api.example.com@evil.com/"}`, "evil.com"},
+		{"nested", open, `{"a":[{"b":["ok","ftp://evil.com/f"]}]}`, "evil.com"},
+		{"idn", open, `{"u":"https://аpi.example.com/"}`, "_pi.example.com"},
+		{"plain text", open, `{"u":"evil.com"}`, ""},
+		{"keyed other key ignored", keyed, `{"note":"https://evil.com/"}`, ""},
+		{"keyed case-insensitive", keyed, `{"url":"https://evil.com/"}`, "evil.com"},
+		{"keyed scheme-less", keyed, `{"url":"evil.com/x"}`, "evil.com"},
+		{"keyed array", keyed, `{"endpoints":["https://api.example.com/","https://evil.com/"]}`, "evil.com"},
+		{"keyed file scheme", keyed, `{"url":"file:///etc/passwd"}`, "unknown"},
+		{"keyed allowed", keyed, `{"url":"api.example.com"}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := checkEgress(tc.g, mustArgs(t, tc.raw))
+			switch {
+			case tc.host == "" && g != nil:
+				t.Fatalf("refused: %v", g.err)
+			case tc.host != "" && g == nil:
+				t.Fatal("allowed")
+			case g != nil:
+				if g.err.Code != CodeEgressBlocked || g.err.Details["host"] != tc.host {
+					t.Fatalf("error %+v", g.err)
+				}
+				if want := []string{ReasonEgressHostNotAllowed, ReasonEgressHostPrefix + tc.host}; !slices.Equal(g.codes, want) {
+					t.Fatalf("codes %v, want %v", g.codes, want)
+				}
+			}
+		})
+	}
+}
