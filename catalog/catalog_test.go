@@ -416,3 +416,20 @@ func BenchmarkLoadShared(b *testing.B) {
 		loadShared(b)
 	}
 }
+
+func TestPrimitiveDuplicates(t *testing.T) {
+	src := Source{
+		Resources: []ResourceDef{{Server: "s", URI: "a://x", Name: "x"}, {Server: "s", URI: "a://x", Name: "again"}, {Server: "t", URI: "a://x", Name: "x"}},
+		Prompts:   []PromptDef{{Server: "s", Name: "p"}, {Server: "s", Name: "p", Description: "again"}},
+	}
+	snap, rep, err := Ingest(src, Options{Cards: cards(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Items(toolid.KindResource)) != 2 || len(snap.Items(toolid.KindPrompt)) != 1 || rep.Counts()[CodeDuplicate] != 2 || rep.Dropped != 2 {
+		t.Fatalf("resources %d, prompts %d, report %v", len(snap.Items(toolid.KindResource)), len(snap.Items(toolid.KindPrompt)), rep.Counts())
+	}
+	if snap.Items(toolid.KindResource)[0].Resource.Name != "x" || snap.Items(toolid.KindPrompt)[0].Prompt.Description != "" {
+		t.Fatal("a later duplicate replaced the first definition")
+	}
+}

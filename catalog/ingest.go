@@ -318,20 +318,7 @@ func (in *ingester) prepareTool(w *toolWork) {
 }
 
 func (in *ingester) resources(defs []ResourceDef) {
-	type key struct{ server, uri string }
-	seen := map[key]bool{}
-	var kept []*ResourceDef
-	for i := range defs {
-		d := &defs[i]
-		if seen[key{d.Server, d.URI}] {
-			in.dropped++
-			in.add(Finding{Severity: SeverityWarning, Code: CodeDuplicate, Kind: toolid.KindResource, Server: d.Server, Name: d.URI,
-				Message: "resource listed again by the same server; the first is kept"})
-			continue
-		}
-		seen[key{d.Server, d.URI}] = true
-		kept = append(kept, d)
-	}
+	kept := firstOf(in, defs, toolid.KindResource, func(d *ResourceDef) (string, string) { return d.Server, d.URI })
 	ids := make([]string, len(kept))
 	cids := make([]toolid.ID, len(kept))
 	for i, d := range kept {
@@ -356,20 +343,7 @@ func (in *ingester) resources(defs []ResourceDef) {
 }
 
 func (in *ingester) prompts(defs []PromptDef) {
-	type key struct{ server, name string }
-	seen := map[key]bool{}
-	var kept []*PromptDef
-	for i := range defs {
-		d := &defs[i]
-		if seen[key{d.Server, d.Name}] {
-			in.dropped++
-			in.add(Finding{Severity: SeverityWarning, Code: CodeDuplicate, Kind: toolid.KindPrompt, Server: d.Server, Name: d.Name,
-				Message: "prompt listed again by the same server; the first is kept"})
-			continue
-		}
-		seen[key{d.Server, d.Name}] = true
-		kept = append(kept, d)
-	}
+	kept := firstOf(in, defs, toolid.KindPrompt, func(d *PromptDef) (string, string) { return d.Server, d.Name })
 	ids := make([]string, len(kept))
 	cids := make([]toolid.ID, len(kept))
 	for i, d := range kept {
@@ -391,6 +365,28 @@ func (in *ingester) prompts(defs []PromptDef) {
 		return &Item{ID: key, Canonical: cids[i], Kind: toolid.KindPrompt, Server: d.Server, Namespace: cids[i].Namespace,
 			UpstreamName: d.Name, Card: card, Prompt: d}
 	})
+}
+
+// firstOf keeps the first definition of each (server, name) and reports
+// the later ones as duplicates: one server cannot list two resources of one
+// uri, or two prompts of one name, that a read could tell apart.
+func firstOf[T any](in *ingester, defs []T, kind toolid.Kind, key func(*T) (server, name string)) []*T {
+	type k struct{ server, name string }
+	seen := make(map[k]bool, len(defs))
+	kept := make([]*T, 0, len(defs))
+	for i := range defs {
+		d := &defs[i]
+		server, name := key(d)
+		if seen[k{server, name}] {
+			in.dropped++
+			in.add(Finding{Severity: SeverityWarning, Code: CodeDuplicate, Kind: kind, Server: server, Name: name,
+				Message: string(kind) + " listed again by the same server; the first is kept"})
+			continue
+		}
+		seen[k{server, name}] = true
+		kept = append(kept, d)
+	}
+	return kept
 }
 
 // place disambiguates ids (§9.3), records collisions, and appends the items
