@@ -37,6 +37,8 @@ func FromConfig(cfg *config.Config, getenv func(string) (string, bool), log *slo
 		Logger:           log,
 		Environment:      guard.Environment(cfg.Environment),
 		TolerantArgs:     cfg.TolerantArgs,
+		AllowedHosts:     cfg.Listen.AllowedHosts,
+		AllowedOrigins:   cfg.Listen.AllowedOrigins,
 		Retry: controls.RetryPolicy{
 			MaxAttempts:    cfg.Retry.MaxAttempts,
 			BaseDelay:      cfg.Retry.BaseDelay,
@@ -189,9 +191,6 @@ func warnUnenforced(cfg *config.Config, log *slog.Logger) {
 	var unenforced []string
 	if len(cfg.Expose.Direct) > 0 {
 		unenforced = append(unenforced, "expose.direct")
-	}
-	if len(cfg.Listen.AllowedHosts) > 0 || len(cfg.Listen.AllowedOrigins) > 0 {
-		unenforced = append(unenforced, "listen.allowed_hosts/allowed_origins")
 	}
 	for _, k := range unenforced {
 		log.Warn("configured setting is not enforced by this version", "setting", k)

@@ -157,6 +157,11 @@ type Options struct {
 	RateLimits map[string]controls.Limit
 	// TolerantArgs applies the argument repairs of spec 003 §4.4.
 	TolerantArgs bool
+	// AllowedHosts are the Host header values the HTTP listener accepts
+	// (empty: loopback listeners accept loopback hosts only, the go-sdk's
+	// DNS-rebinding rule); AllowedOrigins are the browser origins it
+	// accepts (empty: no cross-origin browser requests).
+	AllowedHosts, AllowedOrigins []string
 
 	// The safety profile (spec 001).
 	//
