@@ -153,20 +153,8 @@ JSON, CSV) go through tool_execute to measure the firewall. Progress goes to std
 			if err != nil {
 				return usageError(err)
 			}
-			if plot != "" {
-				if err := writeFile(plot, func(w io.Writer) error { return benchmarks.WriteSavingsSVG(w, rep) }); err != nil {
-					return err
-				}
-			}
-			if outJSON != "" {
-				if err := writeFile(outJSON, func(w io.Writer) error { return writeIndented(w, rep) }); err != nil {
-					return err
-				}
-			}
-			if asJSON {
-				return writeIndented(cmd.OutOrStdout(), rep)
-			}
-			return benchmarks.WriteTokensTable(cmd.OutOrStdout(), rep)
+			return emitReport(cmd.OutOrStdout(), rep, reportOutputs{plot: plot, outJSON: outJSON, asJSON: asJSON},
+				benchmarks.WriteSavingsSVG, benchmarks.WriteTokensTable)
 		},
 	}
 	f := cmd.Flags()
@@ -241,20 +229,8 @@ Progress goes to stderr.`,
 			if err != nil {
 				return usageError(err)
 			}
-			if plot != "" {
-				if err := writeFile(plot, func(w io.Writer) error { return benchmarks.WriteLatencySVG(w, rep) }); err != nil {
-					return err
-				}
-			}
-			if outJSON != "" {
-				if err := writeFile(outJSON, func(w io.Writer) error { return writeIndented(w, rep) }); err != nil {
-					return err
-				}
-			}
-			if asJSON {
-				return writeIndented(cmd.OutOrStdout(), rep)
-			}
-			return benchmarks.WriteOverheadTable(cmd.OutOrStdout(), rep)
+			return emitReport(cmd.OutOrStdout(), rep, reportOutputs{plot: plot, outJSON: outJSON, asJSON: asJSON},
+				benchmarks.WriteLatencySVG, benchmarks.WriteOverheadTable)
 		},
 	}
 	f := cmd.Flags()
@@ -353,4 +329,29 @@ func writeFile(path string, fn func(io.Writer) error) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// reportOutputs are where a bench report goes besides the terminal.
+type reportOutputs struct {
+	plot, outJSON string
+	asJSON        bool
+}
+
+// emitReport writes the plot and the JSON file when asked, then prints the
+// report as JSON or as a table.
+func emitReport[R any](out io.Writer, rep R, o reportOutputs, svg, table func(io.Writer, R) error) error {
+	if o.plot != "" {
+		if err := writeFile(o.plot, func(w io.Writer) error { return svg(w, rep) }); err != nil {
+			return err
+		}
+	}
+	if o.outJSON != "" {
+		if err := writeFile(o.outJSON, func(w io.Writer) error { return writeIndented(w, rep) }); err != nil {
+			return err
+		}
+	}
+	if o.asJSON {
+		return writeIndented(out, rep)
+	}
+	return table(out, rep)
 }
