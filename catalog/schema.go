@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/quiver-mcp/quiver/internal/textclean"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -167,26 +168,4 @@ func validate(sch *jsonschema.Schema, args any) error {
 }
 
 // oneLine collapses s to one line without control characters, capped.
-func oneLine(s string) string {
-	const maxLen = 300
-	var b strings.Builder
-	space := false
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			r = ' '
-		}
-		if r == ' ' {
-			if space {
-				continue
-			}
-			space = true
-		} else {
-			space = false
-		}
-		b.WriteRune(r)
-		if b.Len() >= maxLen {
-			break
-		}
-	}
-	return strings.TrimSpace(b.String())
-}
+func oneLine(s string) string { return textclean.OneLine(s, 300) }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/quiver-mcp/quiver/internal/textclean"
 )
 
 // ErrInvalid is matched (with errors.Is) by every *Error: the file cannot be
@@ -58,26 +60,4 @@ func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
 // oneLine collapses s to one line without control characters, capped at
 // 300 bytes, for messages that quote outside text.
-func oneLine(s string) string {
-	const maxLen = 300
-	var b strings.Builder
-	space := false
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			r = ' '
-		}
-		if r == ' ' {
-			if space {
-				continue
-			}
-			space = true
-		} else {
-			space = false
-		}
-		b.WriteRune(r)
-		if b.Len() >= maxLen {
-			break
-		}
-	}
-	return strings.TrimSpace(b.String())
-}
+func oneLine(s string) string { return textclean.OneLine(s, 300) }
