@@ -23,11 +23,50 @@ type conn interface {
 	callTool(ctx context.Context, it *catalog.Item, args map[string]any) (*mcp.CallToolResult, error)
 	readResource(ctx context.Context, it *catalog.Item) (*mcp.ReadResourceResult, error)
 	getPrompt(ctx context.Context, it *catalog.Item, args map[string]string) (*mcp.GetPromptResult, error)
+	// templates lists the upstream's resource templates (none for a static
+	// catalog).
+	templates(ctx context.Context) ([]*mcp.ResourceTemplate, error)
+	// complete forwards a completion/complete request.
+	complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.CompleteResult, error)
+	// subscribe subscribes to (on) or unsubscribes from a resource's
+	// updates on the upstream's shared session.
+	subscribe(ctx context.Context, uri string, on bool) error
 }
 
-// liveConn adapts a supervised upstream.Client.
+// liveConn adapts a supervised upstream.Client. Its calls register with
+// the runtime's relay, so that what the upstream sends during a call
+// reaches the caller; with perClient each downstream session gets an
+// upstream session of its own (opened from spec).
 type liveConn struct {
-	c *upstream.Client
+	c         *upstream.Client
+	rt        *Runtime
+	spec      upstream.Spec
+	perClient bool
+}
+
+// client returns the upstream session to call for the caller in ctx.
+func (l liveConn) client(ctx context.Context) (*upstream.Client, error) {
+	if !l.perClient || l.rt == nil {
+		return l.c, nil
+	}
+	c := callerOf(ctx)
+	if c == nil || c.ss == nil {
+		return l.c, nil
+	}
+	return l.rt.affineClient(ctx, l, c)
+}
+
+// begin registers a call with the relay (when there is one); see
+// relay.begin.
+func (l liveConn) begin(ctx context.Context, uc *upstream.Client, it *catalog.Item) (context.Context, mcp.Meta, func()) {
+	if l.rt == nil {
+		return ctx, nil, func() {}
+	}
+	ctx, tok, done := l.rt.relay.begin(ctx, uc, it.Server, it.ID)
+	if tok == "" {
+		return ctx, nil, done
+	}
+	return ctx, mcp.Meta{"progressToken": tok}, done
 }
 
 func (l liveConn) name() string { return l.c.Name() }
@@ -78,15 +117,52 @@ func (l liveConn) listing(ctx context.Context) (catalog.Source, error) {
 }
 
 func (l liveConn) callTool(ctx context.Context, it *catalog.Item, args map[string]any) (*mcp.CallToolResult, error) {
-	return l.c.CallTool(ctx, it.UpstreamName, args)
+	uc, err := l.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, meta, done := l.begin(ctx, uc, it)
+	defer done()
+	return uc.CallToolParams(ctx, &mcp.CallToolParams{Name: it.UpstreamName, Arguments: args, Meta: meta})
 }
 
 func (l liveConn) readResource(ctx context.Context, it *catalog.Item) (*mcp.ReadResourceResult, error) {
-	return l.c.ReadResource(ctx, it.UpstreamName)
+	uc, err := l.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, meta, done := l.begin(ctx, uc, it)
+	defer done()
+	return uc.ReadResourceParams(ctx, &mcp.ReadResourceParams{URI: it.UpstreamName, Meta: meta})
 }
 
 func (l liveConn) getPrompt(ctx context.Context, it *catalog.Item, args map[string]string) (*mcp.GetPromptResult, error) {
-	return l.c.GetPrompt(ctx, it.UpstreamName, args)
+	uc, err := l.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, meta, done := l.begin(ctx, uc, it)
+	defer done()
+	return uc.GetPromptParams(ctx, &mcp.GetPromptParams{Name: it.UpstreamName, Arguments: args, Meta: meta})
+}
+
+func (l liveConn) templates(ctx context.Context) ([]*mcp.ResourceTemplate, error) {
+	return l.c.ListResourceTemplates(ctx)
+}
+
+func (l liveConn) complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	uc, err := l.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return uc.Complete(ctx, p)
+}
+
+func (l liveConn) subscribe(ctx context.Context, uri string, on bool) error {
+	if on {
+		return l.c.Subscribe(ctx, uri)
+	}
+	return l.c.Unsubscribe(ctx, uri)
 }
 
 func rawJSON(v any) (json.RawMessage, error) {
@@ -176,6 +252,16 @@ func (s *staticConn) callTool(_ context.Context, it *catalog.Item, args map[stri
 		return nil, &upstream.Error{Code: upstream.CodeUpstreamError, Err: err}
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(echo)}}, StructuredContent: json.RawMessage(echo)}, nil
+}
+
+func (s *staticConn) templates(context.Context) ([]*mcp.ResourceTemplate, error) { return nil, nil }
+
+func (s *staticConn) complete(context.Context, *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{}}}, nil
+}
+
+func (s *staticConn) subscribe(context.Context, string, bool) error {
+	return &upstream.Error{Code: upstream.CodeUpstreamError, Err: fmt.Errorf("a static catalog's resources do not change")}
 }
 
 func (s *staticConn) readResource(_ context.Context, it *catalog.Item) (*mcp.ReadResourceResult, error) {

@@ -75,3 +75,11 @@ func (x exchangeConn) getPrompt(ctx context.Context, it *catalog.Item, args map[
 	}
 	return x.liveConn.getPrompt(ctx, it, args)
 }
+
+func (x exchangeConn) complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	ctx, err := x.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return x.liveConn.complete(ctx, p)
+}

@@ -77,7 +77,7 @@ func (r *Runtime) handleExecute(ctx context.Context, req *mcp.CallToolRequest) (
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
 		}
-		return r.execute(ctx, req.Session, &a)
+		return r.execute(ctx, req.Session, &a, false)
 	})
 }
 
@@ -134,8 +134,10 @@ type storedOutcome struct {
 //	with retry -> cache store -> read-side document guards -> firewall ->
 //	envelope with effect -> idempotency record completed
 //
-// Nothing is dispatched for a call that failed an earlier step.
-func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *executeArgs) (*mcp.CallToolResult, *Error) {
+// Nothing is dispatched for a call that failed an earlier step. A direct
+// call (a directly listed tool) answers with the upstream's result as it
+// is, unless the firewall kept a large result out of the context.
+func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *executeArgs, direct bool) (*mcp.CallToolResult, *Error) {
 	st := r.state.Load() // one state for the whole call (spec 003 §4.6)
 	it, ok := st.snap.Lookup(a.ToolID)
 	if !ok || it.Kind != toolid.KindTool {
@@ -238,7 +240,7 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	if adm.Class == guard.ClassWrite {
 		var out *mcp.CallToolResult
 		var e *Error
-		resv, out, e = r.beginIdempotent(ctx, ss, it, call)
+		resv, out, e = r.beginIdempotent(ctx, ss, it, call, direct)
 		if e != nil {
 			return deny(e)
 		}
@@ -246,7 +248,7 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 			return out, nil
 		}
 	}
-	out, e := r.dispatch(ctx, ss, st, it, args, &adm, resv, repairs)
+	out, e := r.dispatch(ctx, ss, st, it, args, &adm, resv, repairs, direct)
 	if e != nil {
 		return nil, e.withDetail("tool_id", it.ID)
 	}
@@ -257,7 +259,7 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 // retry, cache store, read-side document guards, firewall, effect, and the
 // idempotency record of a write.
 func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state, it *catalog.Item, args map[string]any,
-	adm *guard.Admission, resv *guard.Reservation, repairs []string) (*mcp.CallToolResult, *Error) {
+	adm *guard.Admission, resv *guard.Reservation, repairs []string, direct bool) (*mcp.CallToolResult, *Error) {
 	// finish settles the idempotency record of a call that ends with a
 	// gateway error after dispatch was attempted.
 	finish := func(e *Error, sent bool) *Error {
@@ -362,10 +364,17 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 			return nil, e
 		}
 	}
-	env, e := r.shape(ctx, ss, it, toFirewall(res.Content, res.StructuredContent, res.IsError), took)
-	if e != nil {
-		complete(storedOutcome{Error: e})
-		return nil, e
+	fres := toFirewall(res.Content, res.StructuredContent, res.IsError)
+	verbatim := direct && r.verbatim(it, res)
+	var env firewall.Envelope
+	if verbatim {
+		env = r.bareEnvelope(it, fres, took)
+	} else {
+		var e *Error
+		if env, e = r.shape(ctx, ss, it, fres, took); e != nil {
+			complete(storedOutcome{Error: e})
+			return nil, e
+		}
 	}
 	env.Provenance.Attempts = attempts
 	env.Provenance.CacheHit = hit
@@ -382,6 +391,12 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 			"batch_total_bytes", env.Effect.BatchTotalBytes, "document_hashes", hashes, "registry", env.Effect.RegistryVersion, "is_error", res.IsError)
 	}
 	complete(storedOutcome{Envelope: &env, IsError: res.IsError})
+	switch {
+	case verbatim:
+		return res, nil
+	case direct:
+		return directResult(env, res.IsError, it), nil
+	}
 	// An upstream tool's own error is a tool error, not a gateway error:
 	// the envelope carries it with status "error".
 	return envelopeResult(env, res.IsError), nil
@@ -389,7 +404,7 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 
 // beginIdempotent reserves the call's idempotency key, or answers a repeat
 // from its record.
-func (r *Runtime) beginIdempotent(ctx context.Context, ss *mcp.ServerSession, it *catalog.Item, call *guard.Call) (*guard.Reservation, *mcp.CallToolResult, *Error) {
+func (r *Runtime) beginIdempotent(ctx context.Context, ss *mcp.ServerSession, it *catalog.Item, call *guard.Call, direct bool) (*guard.Reservation, *mcp.CallToolResult, *Error) {
 	if r.idem == nil {
 		return nil, nil, newError(CodeInternal, "idempotency records are not available")
 	}
@@ -418,6 +433,9 @@ func (r *Runtime) beginIdempotent(ctx context.Context, ss *mcp.ServerSession, it
 		return nil, nil, newError(CodeInternal, "the idempotency record is unreadable")
 	}
 	o.Envelope.Provenance.IdempotentReplay = true
+	if direct {
+		return nil, directResult(*o.Envelope, o.IsError, it), nil
+	}
 	return nil, envelopeResult(*o.Envelope, o.IsError), nil
 }
 

@@ -87,21 +87,28 @@ func FromConfig(cfg *config.Config, getenv func(string) (string, bool), log *slo
 			opts.RateLimits[scope] = controls.Limit{PerMinute: l.MaxCallsPerMinute, PerSession: l.MaxCallsPerSession}
 		}
 	}
-	warnUnenforced(cfg, log)
+	opts.FirewallOffFor = cfg.Firewall.OffFor
+	opts.Expose = cfg.Expose.Direct
 	switch cfg.Mode {
 	case config.ModeGateway, "":
 		opts.Mode = ModeGateway
 	case config.ModeProxy:
 		opts.Mode = ModeProxy
+	case config.ModeDirect:
+		opts.Mode = ModeDirect
 	default:
-		return Options{}, fmt.Errorf("mode %q is not served yet", cfg.Mode)
+		return Options{}, fmt.Errorf("unknown mode %q", cfg.Mode)
+	}
+	if len(cfg.Expose.Direct) > 0 && opts.Mode != ModeGateway && log != nil {
+		log.Warn("expose.direct applies to gateway mode only", "mode", opts.Mode)
 	}
 	for i := range cfg.Upstreams {
 		u := &cfg.Upstreams[i]
 		if !u.Enabled {
 			continue
 		}
-		uo := UpstreamOptions{Name: u.Name, TrustLevel: string(u.TrustLevel), Risk: string(u.Risk), Credentialed: !u.Credentials.IsZero()}
+		uo := UpstreamOptions{Name: u.Name, TrustLevel: string(u.TrustLevel), Risk: string(u.Risk), Credentialed: !u.Credentials.IsZero(),
+			ToolPrefix: u.ToolPrefix, PerClient: u.Sessions == config.SessionsPerClient}
 		if w := u.Workspace; w != nil {
 			uo.Workspace = &WorkspaceGuard{Roots: w.Roots, PathArgs: w.PathArgs}
 		}
@@ -179,20 +186,4 @@ func exchangerFor(u *config.Upstream, te *config.TokenExchange, getenv func(stri
 		return ex.Exchange(ctx, gatewaySubjectKey, gatewayToken, time.Time{})
 	}
 	return ex, bearer, nil
-}
-
-// warnUnenforced names every configured setting this version does not
-// enforce yet, so that nobody mistakes a configured control for an active
-// one.
-func warnUnenforced(cfg *config.Config, log *slog.Logger) {
-	if log == nil {
-		return
-	}
-	var unenforced []string
-	if len(cfg.Expose.Direct) > 0 {
-		unenforced = append(unenforced, "expose.direct")
-	}
-	for _, k := range unenforced {
-		log.Warn("configured setting is not enforced by this version", "setting", k)
-	}
 }

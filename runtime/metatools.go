@@ -58,6 +58,14 @@ func (r *Runtime) metaTools() []*mcp.Tool {
 	if r.opts.Mode == ModeProxy {
 		return []*mcp.Tool{hydrate, execute, view}
 	}
+	if r.opts.Mode == ModeDirect {
+		// Direct mode lists the upstream tools themselves; tool_view reads
+		// what the firewall kept out of a large result.
+		if r.opts.FirewallOff {
+			return nil
+		}
+		return []*mcp.Tool{view}
+	}
 	return []*mcp.Tool{browse, hydrate, execute, view}
 }
 
@@ -251,6 +259,7 @@ func (r *Runtime) instrument(ctx context.Context, req *mcp.CallToolRequest, tool
 	var args json.RawMessage
 	if req.Params != nil {
 		args = req.Params.Arguments
+		c.progress = req.Params.GetProgressToken()
 	}
 	r.startReceipt(c, "tools/call:"+tool, args, start)
 	res, e := fn(withCaller(ctx, c))

@@ -20,6 +20,8 @@ type metrics struct {
 	buildSecs prometheus.Gauge
 	upstream  *prometheus.GaugeVec
 	restarts  *prometheus.CounterVec
+	// withheldN counts what direct exposure withholds for name collisions.
+	withheldN prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -37,8 +39,10 @@ func newMetrics() *metrics {
 			Help: "1 when the upstream has a live session."}, []string{"upstream"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quiver_upstream_connects_total",
 			Help: "Successful upstream (re)connects."}, []string{"upstream"}),
+		withheldN: prometheus.NewGauge(prometheus.GaugeOpts{Name: "quiver_direct_withheld",
+			Help: "Tools, prompts, resources and templates not listed directly because their name was taken."}),
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.items, m.buildSecs, m.upstream, m.restarts,
+	m.reg.MustRegister(m.calls, m.latency, m.items, m.buildSecs, m.upstream, m.restarts, m.withheldN,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -63,3 +67,5 @@ func (m *metrics) upstreamState(st upstream.State) {
 	}
 	m.upstream.WithLabelValues(st.Name).Set(up)
 }
+
+func (m *metrics) withheld(n int) { m.withheldN.Set(float64(n)) }

@@ -140,6 +140,24 @@ func (r *Runtime) shape(ctx context.Context, ss *mcp.ServerSession, it *catalog.
 	return env, nil
 }
 
+// bareEnvelope is the envelope of a result that passes the firewall by:
+// kept for the idempotency record of a direct call.
+func (r *Runtime) bareEnvelope(it *catalog.Item, res firewall.Result, took time.Duration) firewall.Envelope {
+	env := firewall.Envelope{
+		Status:    firewall.StatusOK,
+		Facts:     []string{},
+		Artifacts: []firewall.Artifact{},
+		Views:     []firewall.View{},
+		Provenance: firewall.Provenance{ToolID: it.ID, Server: it.Server, UpstreamName: it.UpstreamName, Attempts: 1,
+			DurationMS: float64(took.Microseconds()) / 1000},
+	}
+	if res.IsError {
+		env.Status = firewall.StatusError
+	}
+	inlineEnvelope(&env, res)
+	return env
+}
+
 // inlineEnvelope carries a result whole, for a runtime whose firewall is
 // turned off.
 func inlineEnvelope(env *firewall.Envelope, res firewall.Result) {

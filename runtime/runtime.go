@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os/user"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,11 @@ const (
 	// ModeProxy lists every upstream tool as a stripped entry plus
 	// tool_hydrate, tool_execute and tool_view (spec 003 §4.1).
 	ModeProxy Mode = "proxy"
+	// ModeDirect lists every upstream tool, prompt, resource and resource
+	// template with its real definition, tools and prompts under their
+	// upstream's ToolPrefix: a classic aggregating gateway, with quiver's
+	// guards on every call.
+	ModeDirect Mode = "direct"
 )
 
 // UpstreamOptions describe one upstream: a live server (Spec) or a static
@@ -79,6 +85,12 @@ type UpstreamOptions struct {
 	// Egress, when set, confines the URL arguments of this upstream's
 	// tools to its allowlist (EGRESS_BLOCKED otherwise).
 	Egress *EgressGuard
+	// ToolPrefix prefixes the names of this upstream's tools and prompts
+	// where they are listed directly ("" keeps the upstream's names).
+	ToolPrefix string
+	// PerClient gives every downstream session an upstream session of its
+	// own (a live upstream only); see the relay for what it changes.
+	PerClient bool
 }
 
 // Options configure a Runtime.
@@ -115,6 +127,13 @@ type Options struct {
 	MaxInlineTokens int
 	// FirewallOff returns every result inline, however large.
 	FirewallOff bool
+	// FirewallOffFor are tool globs (tool_id or upstream tool name) whose
+	// directly called results go to the client as they are, however large.
+	FirewallOffFor []string
+	// Expose are tool globs (tool_id, upstream tool name or exposed name)
+	// that gateway mode lists directly, with their real schemas, beside the
+	// meta-tools.
+	Expose []string
 	// LocalPrincipal names the principal of stdio sessions (default the
 	// process owner's user name, else "local").
 	LocalPrincipal string
@@ -231,12 +250,23 @@ type Runtime struct {
 
 	mu       sync.Mutex // guards listings and dirty
 	listings map[string]catalog.Source
-	dirty    map[string]bool
-	wake     chan struct{}  // rebuild trigger, capacity 1
-	rebuilt  chan struct{}  // closed and replaced after every rebuild
-	retired  *router.Router // the previous state's router, closed at the next swap
+	// templates are the resource templates of each upstream (direct mode).
+	templates map[string][]*mcp.ResourceTemplate
+	dirty     map[string]bool
+	wake      chan struct{}  // rebuild trigger, capacity 1
+	rebuilt   chan struct{}  // closed and replaced after every rebuild
+	retired   *router.Router // the previous state's router, closed at the next swap
 
 	sessions sessionStates
+
+	// Two-way forwarding: the relay routes what upstreams send during
+	// calls, affinity holds the per-client upstream sessions, levels and
+	// subs what clients asked of the upstreams; life is Start's context.
+	relay    *relay
+	affinity affinity
+	levels   logLevels
+	subs     subscriptions
+	life     context.Context
 
 	// The safety profile: the verifier (nil without issuers), the local
 	// principal, the policy engine (nil: allow all), the incident state,
@@ -258,7 +288,7 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Mode == "" {
 		opts.Mode = ModeGateway
 	}
-	if opts.Mode != ModeGateway && opts.Mode != ModeProxy {
+	if opts.Mode != ModeGateway && opts.Mode != ModeProxy && opts.Mode != ModeDirect {
 		return nil, fmt.Errorf("runtime: unknown mode %q", opts.Mode)
 	}
 	if opts.TopK <= 0 {
@@ -301,14 +331,16 @@ func New(opts Options) (*Runtime, error) {
 		}
 	}
 	r := &Runtime{
-		opts:     opts,
-		log:      log,
-		cards:    cards,
-		met:      newMetrics(),
-		listings: map[string]catalog.Source{},
-		dirty:    map[string]bool{},
-		wake:     make(chan struct{}, 1),
-		rebuilt:  make(chan struct{}),
+		opts:      opts,
+		log:       log,
+		cards:     cards,
+		met:       newMetrics(),
+		listings:  map[string]catalog.Source{},
+		templates: map[string][]*mcp.ResourceTemplate{},
+		dirty:     map[string]bool{},
+		wake:      make(chan struct{}, 1),
+		rebuilt:   make(chan struct{}),
+		relay:     newRelay(),
 	}
 	r.sessions.init()
 	if err := r.initExecute(); err != nil {
@@ -337,16 +369,34 @@ func New(opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("runtime: %w", err)
 		}
 		name := u.Name
-		c := upstream.New(spec, upstream.Options{
+		var c *upstream.Client
+		uo := upstream.Options{
 			Logger:        log,
 			OnListChanged: func(string) { r.markDirty(name) },
-			OnState:       func(st upstream.State) { r.met.upstreamState(st) },
-		})
+			OnState: func(st upstream.State) {
+				r.met.upstreamState(st)
+				if st.Status == upstream.StatusReady && st.Connects > 1 && r.life != nil {
+					// The running client goroutine holds r.wg, so Add is safe.
+					r.wg.Go(func() { r.resubscribe(r.life, c) })
+				}
+			},
+			// A shared session announces sampling and (form) elicitation;
+			// a request for a client without them is refused with
+			// CLIENT_CAPABILITY_MISSING.
+			//lint:ignore SA1019 deprecated in protocol 2026-07-28 only.
+			Sampling:    &mcp.SamplingCapabilities{},
+			Elicitation: &mcp.ElicitationCapabilities{},
+		}
+		r.relayHooks(name, &c, &uo)
+		c = upstream.New(spec, uo)
 		r.clients = append(r.clients, c)
+		// Pointers: conns are compared (state.owner), and a spec is not
+		// comparable.
+		lc := liveConn{c: c, rt: r, spec: spec, perClient: u.PerClient}
 		if u.Exchange != nil {
-			r.conns = append(r.conns, exchangeConn{liveConn: liveConn{c: c}, ex: u.Exchange})
+			r.conns = append(r.conns, &exchangeConn{liveConn: lc, ex: u.Exchange})
 		} else {
-			r.conns = append(r.conns, liveConn{c: c})
+			r.conns = append(r.conns, &lc)
 		}
 	}
 	r.state.Store(r.emptyState())
@@ -369,6 +419,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
+	r.life = ctx
 	if err := r.openSafety(ctx); err != nil {
 		return err
 	}
@@ -398,6 +449,11 @@ func (r *Runtime) Start(ctx context.Context) error {
 		cancel()
 		r.wg.Wait()
 		return err
+	}
+	if w := r.state.Load().exp.withheld; len(w) > 0 {
+		cancel()
+		r.wg.Wait()
+		return fmt.Errorf("direct exposure: name collision: %s", strings.Join(w, "; "))
 	}
 	r.wg.Add(1)
 	go func() {

@@ -50,7 +50,9 @@ type caller struct {
 	// RFC 8693 token exchange; nil for stdio and anonymous callers.
 	subject *identity.SubjectToken
 	ss      *mcp.ServerSession
-	rc      receipts.Receipt
+	// progress is the request's progress token (nil when it has none).
+	progress any
+	rc       receipts.Receipt
 	// decided is set once the pipeline recorded the decision in rc.
 	decided bool
 	// guardCodes are the reason codes an argument guard (argguard.go)
@@ -404,7 +406,11 @@ func (r *Runtime) listFilter(next mcp.MethodHandler) mcp.MethodHandler {
 		st := r.state.Load()
 		kept := make([]*mcp.Tool, 0, len(lr.Tools))
 		for _, t := range lr.Tools {
-			if it, ok := st.snap.Lookup(t.Name); ok && it.Kind == toolid.KindTool && !r.visible(ctx, st, it) {
+			id := t.Name
+			if d, ok := st.exp.tools[t.Name]; ok {
+				id = d
+			}
+			if it, ok := st.snap.Lookup(id); ok && it.Kind == toolid.KindTool && !r.visible(ctx, st, it) {
 				continue
 			}
 			kept = append(kept, t)

@@ -17,12 +17,31 @@ import (
 var strippedSchema = json.RawMessage(`{"type":"object"}`)
 
 func (r *Runtime) newServer() *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "quiver", Title: "quiver MCP gateway", Version: r.opts.Version}, &mcp.ServerOptions{
+	so := &mcp.ServerOptions{
 		Logger:       slog.New(sdkLogFilter{r.log.Handler()}),
 		Instructions: r.instructions(),
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-	})
-	s.AddReceivingMiddleware(r.listFilter)
+		Capabilities: &mcp.ServerCapabilities{
+			Tools: &mcp.ToolCapabilities{ListChanged: true},
+			//lint:ignore SA1019 deprecated in protocol 2026-07-28 only; quiver forwards logging for the protocols that have it.
+			Logging:     &mcp.LoggingCapabilities{},
+			Completions: &mcp.CompletionCapabilities{},
+		},
+		CompletionHandler: r.handleComplete,
+		// Protocol 2026-07-28 forbids the server-to-client requests quiver
+		// forwards during a call (sampling, elicitation); they become
+		// multi-round-trip results, which quiver does not relay yet. Newer
+		// clients negotiate 2025-11-25 instead of losing them.
+		SupportedProtocolVersions: legacyProtocols(),
+	}
+	if r.opts.Mode == ModeDirect {
+		so.Capabilities.Prompts = &mcp.PromptCapabilities{ListChanged: true}
+		so.Capabilities.Resources = &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true}
+		so.SubscribeHandler = r.handleSubscribe
+		so.UnsubscribeHandler = r.handleUnsubscribe
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "quiver", Title: "quiver MCP gateway", Version: r.opts.Version}, so)
+	s.AddReceivingMiddleware(r.listFilter, r.passthrough)
+	s.AddSendingMiddleware(elicitSchema)
 	for _, t := range r.metaTools() {
 		switch t.Name {
 		case ToolBrowse:
@@ -39,6 +58,9 @@ func (r *Runtime) newServer() *mcp.Server {
 }
 
 func (r *Runtime) instructions() string {
+	if r.opts.Mode == ModeDirect {
+		return "Every upstream tool, prompt and resource is listed under its own name (prefixed by its upstream's tool_prefix). Large tool results come back as artifacts to read with tool_view."
+	}
 	if r.opts.Mode == ModeProxy {
 		return "Every upstream tool is listed by id with a short description. Call tool_hydrate(tool_id) for its schema and tool_execute(tool_id, args) to run it; listed entries cannot be called directly."
 	}
@@ -49,7 +71,10 @@ func (r *Runtime) instructions() string {
 // entries (the go-sdk announces tools/list_changed to every session), and
 // the per-session cache-stable state, which belongs to one catalog.
 func (r *Runtime) afterSwap(old, next *state) {
-	r.syncPrimitiveVerbs(old, next)
+	r.syncExposure(old, next)
+	if r.opts.Mode != ModeDirect {
+		r.syncPrimitiveVerbs(old, next)
+	}
 	if r.opts.Mode != ModeProxy {
 		return
 	}
@@ -137,4 +162,20 @@ func (s *sessionStates) get(ss *mcp.ServerSession, gen uint64) *router.StableVie
 	v := &sessionView{gen: gen, view: router.NewStableView(0)}
 	s.views[ss] = v
 	return v.view
+}
+
+// newestForwardable is the newest protocol version whose server-to-client
+// requests quiver forwards.
+const newestForwardable = "2025-11-25"
+
+// legacyProtocols are the go-sdk's protocol versions up to
+// newestForwardable (the versions are dates, so they compare as strings).
+func legacyProtocols() []string {
+	var out []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v <= newestForwardable {
+			out = append(out, v)
+		}
+	}
+	return out
 }

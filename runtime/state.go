@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/router"
 	"github.com/quiver-mcp/quiver/runtime/guard"
@@ -24,11 +25,13 @@ type state struct {
 	// gate is the front door, judging by the registry loaded with this
 	// catalog.
 	gate *guard.Gate
+	// exp is what this catalog lists directly.
+	exp *exposure
 }
 
 func (r *Runtime) emptyState() *state {
 	snap, _, _ := catalog.Ingest(catalog.Source{}, catalog.Options{Cards: r.cards})
-	return &state{snap: snap, owner: map[string]conn{}, gate: guard.NewGate(nil, r.opts.Environment)}
+	return &state{snap: snap, owner: map[string]conn{}, gate: guard.NewGate(nil, r.opts.Environment), exp: emptyExposure()}
 }
 
 // releaseAfterBuild is the catalog size from which a rebuild returns its
@@ -52,6 +55,7 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 	type result struct {
 		name string
 		src  catalog.Source
+		tmpl []*mcp.ResourceTemplate
 		err  error
 	}
 	results := make(chan result, len(r.conns))
@@ -66,7 +70,11 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 			lctx, cancel := context.WithTimeout(ctx, listingTimeout)
 			defer cancel()
 			src, err := c.listing(lctx)
-			results <- result{c.name(), src, err}
+			var tmpl []*mcp.ResourceTemplate
+			if err == nil && r.opts.Mode == ModeDirect {
+				tmpl, err = c.templates(lctx)
+			}
+			results <- result{c.name(), src, tmpl, err}
 		}()
 	}
 	wg.Wait()
@@ -78,10 +86,15 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 			continue
 		}
 		r.listings[res.name] = res.src
+		r.templates[res.name] = res.tmpl
 	}
 	listings := make(map[string]catalog.Source, len(r.listings))
 	for k, v := range r.listings {
 		listings[k] = v
+	}
+	templates := make(map[string][]*mcp.ResourceTemplate, len(r.templates))
+	for k, v := range r.templates {
+		templates[k] = v
 	}
 	r.mu.Unlock()
 
@@ -140,6 +153,7 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 	}
 	old := r.state.Load()
 	next := &state{gen: old.gen + 1, snap: snap, router: rt, owner: owner, built: time.Now(), gate: gate}
+	next.exp = r.expose(old.exp, snap, owner, templates)
 	r.state.Store(next)
 	r.afterSwap(old, next)
 	if r.cache != nil {

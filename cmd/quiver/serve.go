@@ -20,8 +20,8 @@ var version = "dev"
 
 func newServeCmd() *cobra.Command {
 	var (
-		cfgFile, catalogFile, httpAddr string
-		gateway, proxy, insecure       bool
+		cfgFile, catalogFile, httpAddr   string
+		gateway, proxy, direct, insecure bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -43,14 +43,15 @@ func newServeCmd() *cobra.Command {
 			default:
 				return usageError(errors.New("give --config FILE or --catalog FILE"))
 			}
-			if gateway && proxy {
-				return usageError(errors.New("give --gateway or --proxy, not both"))
-			}
-			if gateway {
+			switch {
+			case btoi(gateway)+btoi(proxy)+btoi(direct) > 1:
+				return usageError(errors.New("give one of --gateway, --proxy and --direct"))
+			case gateway:
 				cfg.Mode = config.ModeGateway
-			}
-			if proxy {
+			case proxy:
 				cfg.Mode = config.ModeProxy
+			case direct:
+				cfg.Mode = config.ModeDirect
 			}
 			if httpAddr != "" {
 				cfg.Listen.Transport = config.TransportHTTP
@@ -67,6 +68,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&catalogFile, "catalog", "", "serve a static catalog file without a configuration")
 	f.BoolVar(&gateway, "gateway", false, "gateway mode: meta-tools only, tools found with tool_browse")
 	f.BoolVar(&proxy, "proxy", false, "transparent proxy mode: every tool listed as a stripped entry")
+	f.BoolVar(&direct, "direct", false, "direct mode: every upstream tool, prompt and resource listed with its real definition (names prefixed by tool_prefix)")
 	f.BoolVar(&insecure, "insecure", false, "allow plain HTTP on a non-loopback address (no TLS)")
 	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on ADDR (path /mcp, plus /healthz and /metrics) instead of stdio")
 	return cmd
@@ -137,4 +139,11 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -124,6 +124,7 @@ type rawUpstream struct {
 	ConnectTimeout *string           `json:"connect_timeout"`
 	CallTimeout    *string           `json:"call_timeout"`
 	ToolPrefix     *string           `json:"tool_prefix"`
+	Sessions       *string           `json:"sessions"`
 	Enabled        *bool             `json:"enabled"`
 	Workspace      *rawWorkspace     `json:"workspace"`
 	Egress         *rawEgress        `json:"egress"`
@@ -164,8 +165,9 @@ type rawBrowse struct {
 }
 
 type rawFirewall struct {
-	MaxInlineTokens *int  `json:"max_inline_tokens"`
-	Enabled         *bool `json:"enabled"`
+	MaxInlineTokens *int     `json:"max_inline_tokens"`
+	Enabled         *bool    `json:"enabled"`
+	OffFor          []string `json:"off_for"`
 }
 
 type rawArtifacts struct {
@@ -262,6 +264,7 @@ func build(t *tree, baseDir string) (*Config, error) {
 	if f := raw.Firewall; f != nil {
 		setInt(&cfg.Firewall.MaxInlineTokens, f.MaxInlineTokens)
 		setBool(&cfg.Firewall.Enabled, f.Enabled)
+		cfg.Firewall.OffFor = c.toolGlobs("/firewall/off_for", f.OffFor)
 	}
 	if a := raw.Artifacts; a != nil {
 		c.duration("/artifacts/ttl", a.TTL, &cfg.Artifacts.TTL, true)
@@ -600,6 +603,7 @@ func (c *checker) upstreams(cfg *Config, rs []rawUpstream) {
 		c.duration(ptr+"/connect_timeout", r.ConnectTimeout, &u.ConnectTimeout, true)
 		c.duration(ptr+"/call_timeout", r.CallTimeout, &u.CallTimeout, true)
 		setString(&u.ToolPrefix, r.ToolPrefix)
+		c.sessions(ptr+"/sessions", r, &u)
 		setBool(&u.Enabled, r.Enabled)
 		if r.Workspace != nil {
 			u.Workspace = c.workspace(ptr+"/workspace", r.Workspace)
@@ -609,6 +613,24 @@ func (c *checker) upstreams(cfg *Config, rs []rawUpstream) {
 		}
 		cfg.Upstreams = append(cfg.Upstreams, u)
 	}
+}
+
+// sessions sets the session mode of a live upstream (command, url or sse):
+// SessionsShared unless the file says otherwise. A catalog upstream has no
+// session, so the key is refused there. The schema has checked the value.
+func (c *checker) sessions(ptr string, r *rawUpstream, u *Upstream) {
+	live := r.Command != nil || r.URL != nil || r.SSE != nil
+	if live {
+		u.Sessions = SessionsShared
+	}
+	if r.Sessions == nil {
+		return
+	}
+	if !live {
+		c.fail(ptr, "is only valid with command, url or sse (a catalog upstream has no upstream session)")
+		return
+	}
+	u.Sessions = SessionMode(*r.Sessions)
 }
 
 // workspace checks an upstream's workspace block: roots are resolved

@@ -90,6 +90,25 @@ const (
 	RiskCritical Risk = "CRITICAL"
 )
 
+// SessionMode is how a live upstream's MCP sessions map to downstream
+// client sessions.
+type SessionMode string
+
+// The session modes of an upstream.
+const (
+	// SessionsShared: one upstream MCP session serves every downstream
+	// client. Server-to-client requests (sampling, elicitation) and log
+	// notifications are routed to the client whose call is in flight, and
+	// refused when calls of several clients are in flight at once.
+	SessionsShared SessionMode = "shared"
+	// SessionsPerClient: each downstream session gets its own upstream
+	// session (a new MCP session over HTTP, a new child process over
+	// stdio), opened on its first call and closed when the downstream
+	// session ends, so every notification and request is routed without
+	// ambiguity.
+	SessionsPerClient SessionMode = "per_client"
+)
+
 // Default values of settings that are not a zero value.
 const (
 	DefaultListenAddr        = "127.0.0.1:8080"
@@ -267,8 +286,14 @@ type Upstream struct {
 	// CallTimeout bounds one call.
 	CallTimeout time.Duration
 	// ToolPrefix prefixes this upstream's tool names where they are listed
-	// by name; the default is Namespace()+"_", and "" means no prefix.
+	// by name; the default is Namespace()+"__" (the namespace cut so that
+	// the prefix is at most 64 characters), and "" means no prefix.
 	ToolPrefix string
+	// Sessions is how this upstream's MCP sessions map to downstream
+	// sessions: SessionsShared (default) or SessionsPerClient, for a
+	// command, url or sse upstream; "" for a catalog upstream, which has
+	// no session.
+	Sessions SessionMode
 	// Enabled false keeps the entry without starting or listing it.
 	Enabled bool
 	// Workspace, when set, confines the path arguments of this upstream's
@@ -383,6 +408,10 @@ type Firewall struct {
 	MaxInlineTokens int
 	// Enabled false returns every result inline.
 	Enabled bool
+	// OffFor holds tool_id or tool name globs: results of matching tools
+	// are returned inline whatever their size (the firewall does not apply
+	// to them).
+	OffFor []string
 }
 
 // Artifacts bounds the artifact store.
@@ -526,7 +555,8 @@ const (
 )
 
 // defaultUpstream returns an upstream named name with every default but
-// its transport and working directory.
+// its transport, working directory and session mode (which depend on the
+// transport).
 func defaultUpstream(name string) Upstream {
 	return Upstream{
 		Name:           name,
@@ -539,17 +569,24 @@ func defaultUpstream(name string) Upstream {
 	}
 }
 
-// defaultToolPrefix is the namespace of name followed by '_', at most 64
-// characters.
+// toolPrefixSep ends a default tool_prefix.
+const toolPrefixSep = "__"
+
+// maxToolPrefix is the longest tool_prefix (as the schema's pattern).
+const maxToolPrefix = 64
+
+// defaultToolPrefix is the namespace of name followed by "__", at most 64
+// characters: a longer namespace is cut (and any '_' or '-' it then ends
+// with trimmed).
 func defaultToolPrefix(name string) string {
 	ns := toolid.Namespace(name)
-	if len(ns) > 63 {
-		ns = strings.TrimRight(ns[:63], "_-")
+	if n := maxToolPrefix - len(toolPrefixSep); len(ns) > n {
+		ns = strings.TrimRight(ns[:n], "_-")
 	}
 	if ns == "" {
 		return ""
 	}
-	return ns + "_"
+	return ns + toolPrefixSep
 }
 
 // FromCatalog returns the configuration of `quiver serve --catalog FILE`

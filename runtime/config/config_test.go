@@ -76,7 +76,7 @@ func TestFullExample(t *testing.T) {
 				TrustLevel: TrustVerified, Risk: RiskMedium,
 				Credentials:    Credentials{BearerEnv: "GITHUB_TOKEN", HeadersEnv: map[string]string{"X-GitHub-Org": "GITHUB_ORG"}},
 				ConnectTimeout: 5 * time.Second, CallTimeout: 2 * time.Minute,
-				ToolPrefix: "gh_", Enabled: true,
+				ToolPrefix: "gh_", Sessions: SessionsShared, Enabled: true,
 				Egress: &Egress{Allow: []string{"api.github.example", "*.githubusercontent.example", "127.0.0.1:8443"}, URLArgs: []string{"url", "endpoint"}},
 			},
 			{
@@ -84,7 +84,7 @@ func TestFullExample(t *testing.T) {
 				Credentials: Credentials{BearerFile: "/etc/quiver/secrets/search.token"},
 				TrustLevel:  TrustCommunity, Risk: RiskLow,
 				ConnectTimeout: DefaultConnectTimeout, CallTimeout: DefaultCallTimeout,
-				ToolPrefix: "legacy-search_", Enabled: true,
+				ToolPrefix: "legacy-search__", Sessions: SessionsShared, Enabled: true,
 			},
 			{
 				Name: "billing", URL: "https://billing.example/mcp",
@@ -95,7 +95,7 @@ func TestFullExample(t *testing.T) {
 				}},
 				TrustLevel: TrustUnknown, Risk: RiskHigh,
 				ConnectTimeout: DefaultConnectTimeout, CallTimeout: DefaultCallTimeout,
-				ToolPrefix: "billing_", Enabled: true,
+				ToolPrefix: "billing__", Sessions: SessionsShared, Enabled: true,
 			},
 			{
 				Name:    "files",
@@ -103,19 +103,19 @@ func TestFullExample(t *testing.T) {
 				Env:     map[string]string{"NODE_OPTIONS": "--max-old-space-size=256", "API_KEY": "${FILES_API_KEY}"},
 				Dir:     "/etc/quiver/work", TrustLevel: TrustInternal, Risk: RiskCritical,
 				ConnectTimeout: DefaultConnectTimeout, CallTimeout: DefaultCallTimeout,
-				ToolPrefix: "", Enabled: true,
+				ToolPrefix: "", Sessions: SessionsPerClient, Enabled: true,
 				Workspace: &Workspace{Roots: []string{"/etc/quiver/work", "/srv/shared"}, PathArgs: DefaultPathArgs()},
 			},
 			{
 				Name: "fixtures", Catalog: "/etc/fixtures/catalog.json",
 				TrustLevel: TrustUnknown, Risk: RiskHigh,
 				ConnectTimeout: DefaultConnectTimeout, CallTimeout: DefaultCallTimeout,
-				ToolPrefix: "fixtures_", Enabled: false,
+				ToolPrefix: "fixtures__", Enabled: false,
 			},
 		},
 		Registry:  []string{"/etc/quiver/registries/*.json", "/opt/quiver/registry/*.yaml"},
 		Browse:    Browse{TopK: 25, CacheStable: true, MaxChildren: 40},
-		Firewall:  Firewall{MaxInlineTokens: 1200, Enabled: false},
+		Firewall:  Firewall{MaxInlineTokens: 1200, Enabled: false, OffFor: []string{"files:read_*", "echo"}},
 		Artifacts: Artifacts{TTL: 90 * time.Minute, MaxBytes: 512 << 20},
 		Retry: Retry{MaxAttempts: 3, BaseDelay: 250 * time.Millisecond, MaxDelay: 5 * time.Second,
 			Jitter: false, RetryableCodes: []string{"UPSTREAM_TIMEOUT", "RATE_LIMITED"}},
@@ -225,6 +225,7 @@ func TestDefaults(t *testing.T) {
 		{"browse.max_children", d.Browse.MaxChildren, 20},
 		{"firewall.max_inline_tokens", d.Firewall.MaxInlineTokens, 800},
 		{"firewall.enabled", d.Firewall.Enabled, true},
+		{"firewall.off_for", len(d.Firewall.OffFor), 0},
 		{"artifacts.ttl", d.Artifacts.TTL, 24 * time.Hour},
 		{"artifacts.max_bytes", d.Artifacts.MaxBytes, int64(1 << 30)},
 		{"retry.max_attempts", d.Retry.MaxAttempts, 1},
@@ -263,7 +264,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Upstream{Name: "My Server", Command: []string{"srv"}, Dir: "/etc/quiver", TrustLevel: TrustUnknown,
-		Risk: RiskHigh, ConnectTimeout: 10 * time.Second, CallTimeout: 60 * time.Second, ToolPrefix: "my-server_", Enabled: true}
+		Risk: RiskHigh, ConnectTimeout: 10 * time.Second, CallTimeout: 60 * time.Second, ToolPrefix: "my-server__",
+		Sessions: SessionsShared, Enabled: true}
 	if !reflect.DeepEqual(c.Upstreams[0], want) {
 		t.Fatalf("got %+v\nwant %+v", c.Upstreams[0], want)
 	}
@@ -435,9 +437,9 @@ func TestInvalid(t *testing.T) {
 		// Unknown keys.
 		{"unknown top", "mode: gateway\nupstream: []", "quiver.yaml:2:1: upstream: unknown key (did you mean upstreams?)"},
 		{"unknown nested", "browse:\n  top_k: 3\n  topk: 4", "quiver.yaml:3:3: browse.topk: unknown key (did you mean top_k?)"},
-		{"unknown far", "firewall: {mode: strict}", "quiver.yaml:1:12: firewall.mode: unknown key; allowed: enabled, max_inline_tokens"},
+		{"unknown far", "firewall: {mode: strict}", "quiver.yaml:1:12: firewall.mode: unknown key; allowed: enabled, max_inline_tokens, off_for"},
 		{"unknown upstream key", "upstreams:\n  - name: a\n    command: [x]\n    args: [y]",
-			"quiver.yaml:4:5: upstreams[0].args: unknown key; allowed: call_timeout, catalog, command, connect_timeout, credentials, dir, egress, enabled, env, name, risk, sse, tool_prefix, trust_level, url, workspace"},
+			"quiver.yaml:4:5: upstreams[0].args: unknown key; allowed: call_timeout, catalog, command, connect_timeout, credentials, dir, egress, enabled, env, name, risk, sessions, sse, tool_prefix, trust_level, url, workspace"},
 		{"duplicate key", "mode: proxy\nmode: gateway", "quiver.yaml:2:1: mode: duplicate key (first at line 1)"},
 		// Upstreams.
 		{"missing name", "upstreams:\n  - command: [x]", `quiver.yaml:2:5: upstreams[0]: missing required key "name"`},
@@ -688,5 +690,187 @@ func TestSlogLevel(t *testing.T) {
 		if got := (Log{Level: lvl}).SlogLevel().String(); got != want {
 			t.Errorf("%q: %s", lvl, got)
 		}
+	}
+}
+
+func TestToolPrefixDefault(t *testing.T) {
+	fixedEnv(t)
+	long := strings.Repeat("a", 64)
+	cases := []struct {
+		name, prefix, want string
+	}{
+		{"My Server", "", "my-server__"},
+		{"GitHub", "", "github__"},
+		{"My_Server_", "", "my_server__"},
+		{"9lives", "", "ns-9lives__"},
+		// The namespace is cut so that namespace+"__" fits in 64 characters.
+		{long, "", strings.Repeat("a", 62) + "__"},
+		{strings.Repeat("a", 61) + " bc", "", strings.Repeat("a", 61) + "__"},
+		// An explicit prefix is kept, "" included.
+		{"files", "tool_prefix: ''", ""},
+		{"files", "tool_prefix: fs_", "fs_"},
+		{"files", "tool_prefix: files_", "files_"},
+	}
+	for _, tc := range cases {
+		src := "upstreams:\n  - name: '" + tc.name + "'\n    command: [srv]\n"
+		if tc.prefix != "" {
+			src += "    " + tc.prefix + "\n"
+		}
+		c, err := parse(src)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.name, err)
+		}
+		got := c.Upstreams[0].ToolPrefix
+		if got != tc.want {
+			t.Errorf("%q (%s): tool_prefix %q, want %q", tc.name, tc.prefix, got, tc.want)
+		}
+		if len(got) > 64 {
+			t.Errorf("%q: tool_prefix %q is longer than 64", tc.name, got)
+		}
+		// The default is a valid tool_prefix: the effective settings load.
+		out, err := c.Effective()
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := parse(string(out))
+		if err != nil {
+			t.Fatalf("%q: effective settings do not load: %v\n%s", tc.name, err, out)
+		}
+		if back.Upstreams[0].ToolPrefix != got {
+			t.Errorf("%q: round trip gives %q", tc.name, back.Upstreams[0].ToolPrefix)
+		}
+	}
+	if got := FromCatalog("/data/tools.jsonl").Upstreams[0].ToolPrefix; got != "tools__" {
+		t.Errorf("FromCatalog: tool_prefix %q, want tools__", got)
+	}
+}
+
+func TestSessions(t *testing.T) {
+	fixedEnv(t)
+	cases := []struct {
+		name, src string
+		want      SessionMode
+	}{
+		{"command default", "{name: a, command: [srv]}", SessionsShared},
+		{"url default", "{name: a, url: 'http://h/mcp'}", SessionsShared},
+		{"sse default", "{name: a, sse: 'http://h/sse'}", SessionsShared},
+		{"catalog default", "{name: a, catalog: c.json}", ""},
+		{"command shared", "{name: a, command: [srv], sessions: shared}", SessionsShared},
+		{"command per_client", "{name: a, command: [srv], sessions: per_client}", SessionsPerClient},
+		{"url per_client", "{name: a, url: 'http://h/mcp', sessions: per_client}", SessionsPerClient},
+		{"sse per_client", "{name: a, sse: 'http://h/sse', sessions: per_client}", SessionsPerClient},
+		{"disabled per_client", "{name: a, command: [srv], sessions: per_client, enabled: false}", SessionsPerClient},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parse("upstreams: [" + tc.src + "]")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Upstreams[0].Sessions; got != tc.want {
+				t.Fatalf("sessions %q, want %q", got, tc.want)
+			}
+			// The effective settings show it (not for a catalog) and load back.
+			out, err := c.Effective()
+			if err != nil {
+				t.Fatal(err)
+			}
+			shown := strings.Contains(string(out), "\n    sessions: "+string(tc.want)+"\n")
+			if shown != (tc.want != "") || (tc.want == "" && strings.Contains(string(out), "sessions:")) {
+				t.Fatalf("effective settings:\n%s", out)
+			}
+			back, err := parse(string(out))
+			if err != nil {
+				t.Fatalf("effective settings do not load: %v\n%s", err, out)
+			}
+			if back.Upstreams[0].Sessions != tc.want {
+				t.Fatalf("round trip gives %q", back.Upstreams[0].Sessions)
+			}
+		})
+	}
+	if got := FromCatalog("/data/tools.jsonl").Upstreams[0].Sessions; got != "" {
+		t.Errorf("FromCatalog: sessions %q, want none", got)
+	}
+	invalid := []struct {
+		name, src, want string
+	}{
+		{"unknown mode", "upstreams:\n  - name: a\n    command: [x]\n    sessions: exclusive",
+			"quiver.yaml:4:5: upstreams[0].sessions: must be one of shared, per_client"},
+		{"case", "upstreams: [{name: a, url: 'http://h', sessions: Shared}]",
+			"quiver.yaml:1:40: upstreams[0].sessions: must be one of shared, per_client"},
+		{"empty", "upstreams: [{name: a, url: 'http://h', sessions: ''}]",
+			"quiver.yaml:1:40: upstreams[0].sessions: must be one of shared, per_client"},
+		{"type", "upstreams: [{name: a, sse: 'http://h', sessions: true}]",
+			"quiver.yaml:1:40: upstreams[0].sessions: must be one of shared, per_client"},
+		{"catalog", "upstreams:\n  - {name: a, command: [x]}\n  - name: b\n    catalog: c.json\n    sessions: shared",
+			"quiver.yaml:5:5: upstreams[1].sessions: is only valid with command, url or sse (a catalog upstream has no upstream session)"},
+		{"catalog per_client", "upstreams: [{name: a, catalog: c.json, sessions: per_client}]",
+			"quiver.yaml:1:40: upstreams[0].sessions: is only valid with command, url or sse (a catalog upstream has no upstream session)"},
+	}
+	for _, tc := range invalid {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parse(tc.src)
+			if c != nil {
+				t.Fatalf("accepted: %+v", c)
+			}
+			assertErr(t, err, tc.want)
+		})
+	}
+}
+
+func TestFirewallOffFor(t *testing.T) {
+	fixedEnv(t)
+	cases := []struct {
+		name, src string
+		want      []string
+	}{
+		{"absent", "firewall: {max_inline_tokens: 100}", nil},
+		{"empty", "firewall: {off_for: []}", nil},
+		{"globs", "firewall:\n  off_for: [\"files:read_*\", echo, \"gh:list_?\", \"db:[ab]*\"]",
+			[]string{"files:read_*", "echo", "gh:list_?", "db:[ab]*"}},
+		{"with enabled false", "firewall: {enabled: false, off_for: [\"*\"]}", []string{"*"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parse(tc.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c.Firewall.OffFor, tc.want) {
+				t.Fatalf("off_for %q, want %q", c.Firewall.OffFor, tc.want)
+			}
+			out, err := c.Effective()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == nil && !strings.Contains(string(out), "\n  off_for: []\n") {
+				t.Fatalf("effective settings do not show off_for: []:\n%s", out)
+			}
+			back, err := parse(string(out))
+			if err != nil {
+				t.Fatalf("effective settings do not load: %v\n%s", err, out)
+			}
+			if !reflect.DeepEqual(back.Firewall.OffFor, tc.want) {
+				t.Fatalf("round trip gives %q", back.Firewall.OffFor)
+			}
+		})
+	}
+	invalid := []struct {
+		name, src, want string
+	}{
+		{"bad glob", "firewall:\n  off_for: [echo, 'files:[']",
+			"quiver.yaml:2:19: firewall.off_for[1]: is not a valid glob: syntax error in pattern"},
+		{"empty glob", "firewall: {off_for: ['']}", "quiver.yaml:1:22: firewall.off_for[0]: must not be empty"},
+		{"not a list", "firewall: {off_for: echo}", "quiver.yaml:1:12: firewall.off_for: must be a list, got a string"},
+		{"not a string", "firewall: {off_for: [1]}", "quiver.yaml:1:22: firewall.off_for[0]: must be a string, got an integer"},
+	}
+	for _, tc := range invalid {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parse(tc.src)
+			if c != nil {
+				t.Fatalf("accepted: %+v", c)
+			}
+			assertErr(t, err, tc.want)
+		})
 	}
 }

@@ -128,6 +128,7 @@ type effUpstream struct {
 	ConnectTimeout string            `yaml:"connect_timeout" json:"connect_timeout"`
 	CallTimeout    string            `yaml:"call_timeout" json:"call_timeout"`
 	ToolPrefix     string            `yaml:"tool_prefix" json:"tool_prefix"`
+	Sessions       string            `yaml:"sessions,omitempty" json:"sessions,omitempty"` // "" for a catalog upstream
 	Enabled        bool              `yaml:"enabled" json:"enabled"`
 	Workspace      *effWorkspace     `yaml:"workspace,omitempty" json:"workspace,omitempty"`
 	Egress         *effEgress        `yaml:"egress,omitempty" json:"egress,omitempty"`
@@ -169,8 +170,9 @@ type effBrowse struct {
 }
 
 type effFirewall struct {
-	MaxInlineTokens int  `yaml:"max_inline_tokens" json:"max_inline_tokens"`
-	Enabled         bool `yaml:"enabled" json:"enabled"`
+	MaxInlineTokens int      `yaml:"max_inline_tokens" json:"max_inline_tokens"`
+	Enabled         bool     `yaml:"enabled" json:"enabled"`
+	OffFor          []string `yaml:"off_for" json:"off_for"`
 }
 
 type effArtifacts struct {
@@ -238,7 +240,7 @@ func (c *Config) effective() effConfig {
 		Upstreams:    make([]effUpstream, 0, len(c.Upstreams)),
 		Registry:     list(c.Registry),
 		Browse:       effBrowse(c.Browse),
-		Firewall:     effFirewall(c.Firewall),
+		Firewall:     effFirewall{MaxInlineTokens: c.Firewall.MaxInlineTokens, Enabled: c.Firewall.Enabled, OffFor: list(c.Firewall.OffFor)},
 		Artifacts:    effArtifacts{TTL: FormatDuration(c.Artifacts.TTL), MaxBytes: FormatSize(c.Artifacts.MaxBytes)},
 		Retry:        effRetry{MaxAttempts: c.Retry.MaxAttempts, BaseDelay: FormatDuration(c.Retry.BaseDelay), MaxDelay: FormatDuration(c.Retry.MaxDelay), Jitter: c.Retry.Jitter, RetryableCodes: list(c.Retry.RetryableCodes)},
 		Cache:        effCache{ReadOnly: c.Cache.ReadOnly, TTL: FormatDuration(c.Cache.TTL), MaxEntries: c.Cache.MaxEntries, Allow: list(c.Cache.Allow)},
@@ -296,6 +298,7 @@ func (c *Config) effective() effConfig {
 			ConnectTimeout: FormatDuration(u.ConnectTimeout),
 			CallTimeout:    FormatDuration(u.CallTimeout),
 			ToolPrefix:     u.ToolPrefix,
+			Sessions:       string(u.Sessions),
 			Enabled:        u.Enabled,
 		}
 		if !u.Credentials.IsZero() {

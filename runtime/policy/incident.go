@@ -258,8 +258,11 @@ func (in *Incident) Active() bool {
 
 // Evaluate checks req against the incident state: a quarantined session,
 // a revoked principal (by subject or key) or token (by jti), incident
-// mode's risk floor, then the kill rules in order. It applies to both
-// actions: what is denied is hidden too.
+// mode's risk floor, then the kill rules in order. It does not look at the
+// action, so it applies alike to list and call (what is denied is hidden
+// too) and to an upstream's sample and elicit requests (matched by the
+// upstream's server and the tool_id of the call in flight; a request
+// without a risk counts as CRITICAL).
 func (in *Incident) Evaluate(req Request) Denial {
 	s := in.cur.Load()
 	now := in.o.Now()

@@ -25,6 +25,21 @@
 // deny with POLICY_DENIED. The same policy decides visibility (action
 // "list": a tool is listed when the decision is not deny) and invocation
 // (action "call").
+//
+// It also decides the server-to-client requests an upstream server sends
+// while a call is in flight and that the gateway would forward to the
+// client: action "sample" (sampling/createMessage) and action "elicit"
+// (elicitation/create). Such a request is decided for the caller of the
+// call, with server the upstream, tool_id the tool being called (empty
+// when unknown) and kind tool; it carries no tool_class, risk or trust
+// level unless the caller of Decide fills them in. Default-deny holds for
+// them too: a policy must allow "sample" and "elicit" by a rule that
+// matches them, or they are denied. Like every absent criterion, an absent
+// action holds for any action, so a rule without one (such as an allow for
+// a whole group) covers sample and elicit as well; give broad rules
+// action: [list, call] to keep them out. There is no approval flow for
+// these requests: a require_approval rule that matches one is decided as
+// deny (POLICY_DENIED, then APPROVAL_REQUIRED and the rule's codes).
 package policy
 
 import (
@@ -70,7 +85,29 @@ const (
 	ActionList = "list"
 	// ActionCall asks whether a tool may be invoked.
 	ActionCall = "call"
+	// ActionSample asks whether an upstream's sampling/createMessage
+	// request, sent during a call, may be forwarded to the client.
+	ActionSample = "sample"
+	// ActionElicit asks whether an upstream's elicitation/create request,
+	// sent during a call, may be forwarded to the client.
+	ActionElicit = "elicit"
 )
+
+// validAction reports whether Decide knows action.
+func validAction(action string) bool {
+	switch action {
+	case ActionList, ActionCall, ActionSample, ActionElicit:
+		return true
+	}
+	return false
+}
+
+// ServerToClient reports whether action is one of a request an upstream
+// server sends to the client (ActionSample, ActionElicit). Decide never
+// returns require_approval for those: there is no approval flow for them.
+func ServerToClient(action string) bool {
+	return action == ActionSample || action == ActionElicit
+}
 
 // Reason codes of decisions.
 const (
@@ -122,12 +159,17 @@ func (e *ParseError) Is(target error) bool { return target == ErrInvalidPolicy }
 
 // Request is what a decision is asked about.
 type Request struct {
-	// Principal is the caller.
+	// Principal is the caller (for ActionSample and ActionElicit, the
+	// caller of the call in flight).
 	Principal identity.Principal
-	// Server is the upstream server id; Namespace the tool_id namespace.
+	// Server is the upstream server id (for ActionSample and ActionElicit,
+	// the upstream that sent the request); Namespace the tool_id
+	// namespace.
 	Server    string
 	Namespace string
-	// ToolID is quiver's tool_id (or resource::/prompt:: id).
+	// ToolID is quiver's tool_id (or resource::/prompt:: id); for
+	// ActionSample and ActionElicit, the tool_id of the call in flight, ""
+	// when unknown.
 	ToolID string
 	// ToolClass is the registry classification: read, write or
 	// unclassified.
@@ -140,7 +182,8 @@ type Request struct {
 	TrustLevel string
 	// Kind is tool (default), resource or prompt.
 	Kind string
-	// Action is ActionList or ActionCall.
+	// Action is ActionList, ActionCall, ActionSample or ActionElicit;
+	// anything else is denied with INVALID_REQUEST.
 	Action string
 	// SessionID is the MCP session (used by incident quarantine, not by
 	// policy rules).
@@ -157,7 +200,9 @@ type Decision struct {
 	RuleID string `json:"rule_id,omitempty"`
 	// ReasonCodes explain the effect: POLICY_ALLOWED, POLICY_DENIED or
 	// APPROVAL_REQUIRED first, then NO_MATCHING_RULE / NO_POLICY /
-	// INVALID_REQUEST or the rule's own codes.
+	// INVALID_REQUEST or the rule's own codes. A require_approval rule
+	// that matched an ActionSample or ActionElicit request gives deny with
+	// POLICY_DENIED, APPROVAL_REQUIRED, then the rule's own codes.
 	ReasonCodes []string `json:"reason_codes"`
 }
 
@@ -583,7 +628,11 @@ func canonFloat(f float64) string {
 
 // Decide answers req: the first rule (by priority, then file order) whose
 // match holds decides; when none does, deny with POLICY_DENIED and
-// NO_MATCHING_RULE. A nil policy denies everything (NO_POLICY).
+// NO_MATCHING_RULE. A nil policy denies everything (NO_POLICY), and an
+// action other than list, call, sample and elicit is denied with
+// INVALID_REQUEST. There is no approval flow for sample and elicit: a
+// require_approval rule that matches one decides deny, with reason codes
+// POLICY_DENIED, APPROVAL_REQUIRED and the rule's own codes.
 func (p *Policy) Decide(req Request) Decision {
 	if p == nil {
 		return Decision{Effect: EffectDeny, ReasonCodes: []string{ReasonDenied, ReasonNoPolicy}}
@@ -591,13 +640,18 @@ func (p *Policy) Decide(req Request) Decision {
 	if req.Kind == "" {
 		req.Kind = "tool"
 	}
-	if req.Action != ActionList && req.Action != ActionCall {
+	if !validAction(req.Action) {
 		return Decision{Effect: EffectDeny, PolicyID: p.ID, PolicyVersion: p.Version, ReasonCodes: []string{ReasonDenied, ReasonInvalidRequest}}
 	}
 	for _, r := range p.rules {
 		if r.matches(&req) {
 			d := r.decision
 			d.PolicyVersion = p.Version
+			if d.Effect == EffectRequireApproval && ServerToClient(req.Action) {
+				d.Effect = EffectDeny
+				d.ReasonCodes = append([]string{ReasonDenied}, d.ReasonCodes...)
+				return d
+			}
 			d.ReasonCodes = slices.Clone(d.ReasonCodes)
 			return d
 		}

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling, elicitation and logging are deprecated in protocol 2026-07-28 only; upstreams on earlier protocols (all Node servers) still use them.
+
 package upstream
 
 import (
@@ -75,6 +77,7 @@ func do[T any](c *Client, ctx context.Context, op string, f func(context.Context
 
 	res, err := f(cctx, s.cs)
 	if err == nil {
+		c.drain(ctx, s)
 		return res, nil
 	}
 	e := classify(ctx, cctx, probe, s.isEnded(), err)
@@ -216,4 +219,63 @@ func (c *Client) Ping(ctx context.Context) error {
 		return struct{}{}, cs.Ping(ctx, nil)
 	})
 	return err
+}
+
+// Complete asks the upstream to complete a prompt or resource-template
+// argument.
+func (c *Client) Complete(ctx context.Context, params *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	return do(c, ctx, "completion/complete", func(ctx context.Context, cs *mcp.ClientSession) (*mcp.CompleteResult, error) {
+		return cs.Complete(ctx, params)
+	})
+}
+
+// Subscribe subscribes to updates of the resource at uri; updates arrive at
+// Options.OnResourceUpdated. A subscription lives as long as the upstream
+// session: after a reconnect the caller subscribes again.
+func (c *Client) Subscribe(ctx context.Context, uri string) error {
+	_, err := do(c, ctx, "resources/subscribe", func(ctx context.Context, cs *mcp.ClientSession) (struct{}, error) {
+		return struct{}{}, cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri})
+	})
+	return err
+}
+
+// Unsubscribe ends a subscription made with Subscribe.
+func (c *Client) Unsubscribe(ctx context.Context, uri string) error {
+	_, err := do(c, ctx, "resources/unsubscribe", func(ctx context.Context, cs *mcp.ClientSession) (struct{}, error) {
+		return struct{}{}, cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+	})
+	return err
+}
+
+// SetLoggingLevel asks the upstream to send log notifications from level
+// up. It does nothing when the upstream does not advertise logging.
+func (c *Client) SetLoggingLevel(ctx context.Context, level mcp.LoggingLevel) error {
+	if !c.capable(func(sc *mcp.ServerCapabilities) bool { return sc.Logging != nil }) {
+		return nil
+	}
+	_, err := do(c, ctx, "logging/setLevel", func(ctx context.Context, cs *mcp.ClientSession) (struct{}, error) {
+		//lint:ignore SA1019 logging is deprecated in protocol 2026-07-28 only.
+		return struct{}{}, cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level})
+	})
+	return err
+}
+
+// GetPromptParams is GetPrompt with full control of the request
+// parameters (a _meta progressToken, for example).
+func (c *Client) GetPromptParams(ctx context.Context, params *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	p := *params
+	p.Meta = maps.Clone(params.Meta)
+	return do(c, ctx, fmt.Sprintf("prompts/get %q", p.Name), func(ctx context.Context, cs *mcp.ClientSession) (*mcp.GetPromptResult, error) {
+		return cs.GetPrompt(ctx, &p)
+	})
+}
+
+// ReadResourceParams is ReadResource with full control of the request
+// parameters.
+func (c *Client) ReadResourceParams(ctx context.Context, params *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	p := *params
+	p.Meta = maps.Clone(params.Meta)
+	return do(c, ctx, "resources/read", func(ctx context.Context, cs *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
+		return cs.ReadResource(ctx, &p)
+	})
 }

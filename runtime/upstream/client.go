@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 sampling, elicitation and logging are deprecated in protocol 2026-07-28 only; upstreams on earlier protocols (all Node servers) still use them.
+
 // Package upstream keeps one supervised MCP client connection to one upstream
 // MCP server, over stdio (a child process), streamable HTTP or legacy SSE.
 //
@@ -93,6 +95,23 @@ type Options struct {
 	// logged through Logger.
 	//lint:ignore SA1019 deprecated in protocol 2026-07-28 only; servers on 2025-11-25 (all Node servers) still log this way.
 	OnLog func(*mcp.LoggingMessageParams)
+	// OnResourceUpdated receives the upstream's
+	// notifications/resources/updated for resources subscribed with
+	// Subscribe.
+	OnResourceUpdated func(*mcp.ResourceUpdatedNotificationParams)
+
+	// OnCreateMessage answers the upstream's sampling/createMessage
+	// requests, and OnElicit its elicitation/create requests. The client
+	// announces the sampling (elicitation) capability only when the hook is
+	// set, with Sampling (Elicitation) as its value when that is set. Under
+	// protocol 2025-11-25 the hooks run on the connection's context; a
+	// multi-round-trip upstream (2026-07-28) has them run on the context of
+	// the call that needs the answer.
+	//lint:ignore SA1019 sampling is deprecated in protocol 2026-07-28 only.
+	OnCreateMessage func(context.Context, *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error)
+	Sampling        *mcp.SamplingCapabilities
+	OnElicit        func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
+	Elicitation     *mcp.ElicitationCapabilities
 }
 
 // maxIdleConnsPerUpstream bounds the idle HTTP connections kept to one
@@ -139,6 +158,10 @@ type session struct {
 	brokenErr  error
 
 	calls atomic.Int64 // calls in flight on this session
+
+	// received and handled count the relayed notifications read from the
+	// connection and handled by the client (see drain).
+	received, handled atomic.Int64
 
 	cmd    *exec.Cmd   // stdio only
 	stderr *lineLogger // stdio only
@@ -206,10 +229,10 @@ func New(spec Spec, opts Options) *Client {
 		c.httpTr.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
 		c.httpCli = &http.Client{Transport: &headerTransport{
 			base: c.httpTr, origin: originOf(u), headers: spec.Headers.Clone(), deleteTimeout: c.grace,
-			name: spec.Name, bearer: spec.Bearer,
+			name: spec.Name, bearer: spec.Bearer, count: c.countReceived,
 		}}
 	}
-	c.mc = mcp.NewClient(&mcp.Implementation{Name: "quiver", Version: "0"}, &mcp.ClientOptions{
+	co := &mcp.ClientOptions{
 		Logger:                     logger,
 		Capabilities:               &mcp.ClientCapabilities{},
 		ToolListChangedHandler:     func(context.Context, *mcp.ToolListChangedRequest) { c.listChanged(KindTools) },
@@ -218,7 +241,36 @@ func New(spec Spec, opts Options) *Client {
 		//lint:ignore SA1019 see Options.OnLog.
 		LoggingMessageHandler:       c.onLog,
 		ProgressNotificationHandler: c.onProgress,
-	})
+		ResourceUpdatedHandler:      c.onResourceUpdated,
+	}
+	if opts.OnCreateMessage != nil {
+		//lint:ignore SA1019 see Options.OnCreateMessage.
+		co.CreateMessageWithToolsHandler = opts.OnCreateMessage
+		co.Capabilities.Sampling = opts.Sampling
+	}
+	if opts.OnElicit != nil {
+		co.ElicitationHandler = opts.OnElicit
+		co.Capabilities.Elicitation = opts.Elicitation
+	}
+	c.mc = mcp.NewClient(&mcp.Implementation{Name: "quiver", Version: "0"}, co)
+	c.mc.AddReceivingMiddleware(c.countHandled)
+	if opts.OnElicit != nil {
+		// The go-sdk client checks a form's requestedSchema against its own
+		// reading of the elicitation schema rules before its handler runs,
+		// and refuses schemas that other SDKs send and the specification
+		// allows (a titled multi-select with "type" beside "anyOf", for
+		// one). A gateway passes the request on as it came, so the hook
+		// takes elicitation/create ahead of that check; the client that
+		// answers is the one to judge the schema.
+		c.mc.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if er, ok := req.(*mcp.ElicitRequest); ok && method == "elicitation/create" && er.Params != nil {
+					return opts.OnElicit(ctx, er)
+				}
+				return next(ctx, method, req)
+			}
+		})
+	}
 	return c
 }
 
@@ -464,7 +516,12 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 
 	cctx, cancel := context.WithTimeoutCause(sctx, c.connectTimeout, ErrConnectTimeout)
 	defer cancel()
-	cs, err := c.mc.Connect(cctx, &boundTransport{inner: tr, ctx: sctx, cancel: scancel}, nil)
+	bt := &boundTransport{inner: tr, ctx: sctx, cancel: scancel}
+	if s.cmd != nil {
+		// Over HTTP the event streams are counted by headerTransport.
+		bt.received = &s.received
+	}
+	cs, err := c.mc.Connect(cctx, bt, nil)
 	if err != nil {
 		e := classify(ctx, cctx, probe, false, err)
 		e.Err = fmt.Errorf("upstream %q: connect: %w", c.spec.Name, e.Err)
@@ -627,6 +684,74 @@ func (c *Client) onLog(_ context.Context, req *mcp.LoggingMessageRequest) {
 func (c *Client) onProgress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 	if c.opts.OnProgress != nil && req != nil && req.Params != nil {
 		c.opts.OnProgress(req.Params)
+	}
+}
+
+// countHandled is the outermost receiving middleware: it counts the
+// relayed notifications the client has finished handling.
+func (c *Client) countHandled(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if relayedNotifications[method] {
+			c.mu.Lock()
+			s := c.cur
+			c.mu.Unlock()
+			if s != nil && s.cs == req.GetSession() {
+				s.handled.Add(1)
+			}
+		}
+		return res, err
+	}
+}
+
+// countReceived counts a relayed notification read for the current
+// session.
+func (c *Client) countReceived() {
+	c.mu.Lock()
+	s := c.cur
+	c.mu.Unlock()
+	if s != nil {
+		s.received.Add(1)
+	}
+}
+
+// drainTimeoutCall bounds how long a call waits for the notifications that
+// preceded its answer.
+const drainTimeoutCall = time.Second
+
+// drain waits until the client has handled every relayed notification read
+// before now: a call's answer is read after the progress and log
+// notifications the server sent before it, but the client hands the answer
+// to the caller at once while it handles notifications in a queue of their
+// own, so without this a gateway could answer its client before it
+// forwarded the notifications that came first.
+func (c *Client) drain(ctx context.Context, s *session) {
+	want := s.received.Load()
+	if s.handled.Load() >= want {
+		return
+	}
+	deadline := time.Now().Add(drainTimeoutCall)
+	for wait := 20 * time.Microsecond; s.handled.Load() < want; wait = min(2*wait, 5*time.Millisecond) {
+		if ctx.Err() != nil || s.isEnded() {
+			return
+		}
+		if time.Now().After(deadline) {
+			// A counted notification was never handled (the client
+			// refused it, or it belonged to a stream of an earlier
+			// session): catch up, so that later calls do not wait too.
+			c.logger.Debug("relayed notifications not handled in time; resynchronising", "read", want, "handled", s.handled.Load())
+			if h := s.handled.Load(); h < want {
+				s.handled.CompareAndSwap(h, want)
+			}
+			return
+		}
+		time.Sleep(wait)
+	}
+}
+
+func (c *Client) onResourceUpdated(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+	if c.opts.OnResourceUpdated != nil && req != nil && req.Params != nil {
+		c.opts.OnResourceUpdated(req.Params)
 	}
 }
 

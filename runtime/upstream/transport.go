@@ -9,8 +9,10 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -30,6 +32,9 @@ type headerTransport struct {
 	// go-sdk sends on close (its own bound is 5 s, and a go-sdk server
 	// answers it only after its in-flight handlers return).
 	deleteTimeout time.Duration
+	// count is called for every relayed notification read from an event
+	// stream (see sseCounter).
+	count func()
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -62,6 +67,9 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
+	if err == nil && t.count != nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body = &sseCounter{ReadCloser: resp.Body, count: t.count}
+	}
 	if err == nil && resp.StatusCode >= 400 {
 		if p := probeFrom(req.Context()); p != nil {
 			p.record(resp)
@@ -106,12 +114,33 @@ type boundTransport struct {
 	inner  mcp.Transport
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// received, when set, counts the notifications read (see
+	// countingConn).
+	received *atomic.Int64
+}
+
+// countingConn counts the notifications read from a connection.
+type countingConn struct {
+	mcp.Connection
+	received *atomic.Int64
+}
+
+// Read implements mcp.Connection.
+func (c *countingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && !req.IsCall() && relayedNotifications[req.Method] {
+		c.received.Add(1)
+	}
+	return msg, err
 }
 
 // Connect implements mcp.Transport.
 func (t *boundTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	stop := context.AfterFunc(ctx, func() { t.cancel(context.Cause(ctx)) })
 	conn, err := t.inner.Connect(t.ctx)
+	if err == nil && t.received != nil {
+		conn = &countingConn{Connection: conn, received: t.received}
+	}
 	if !stop() {
 		// ctx ended during Connect; t.ctx is cancelled.
 		if conn != nil {

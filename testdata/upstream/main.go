@@ -17,13 +17,30 @@
 // add_tool, remove_tool, whoami, progress. Resource: test://readme.
 // Prompt: greet.
 //
+// With -extras the server also has the tools sample, elicit, log and touch,
+// the resource template test://items/{id}, completions (for the greet
+// prompt's name argument and the item template's id argument) and resource
+// subscriptions for any URI, and so advertises the completions capability and
+// resources.subscribe. They are opt-in so that the default tool, template and
+// capability lists stay as they were.
+//
+// sample and elicit send sampling/createMessage and elicitation/create
+// requests to the client from inside the tool call; the go-sdk refuses such
+// server-initiated requests on sessions negotiated at protocol 2026-07-28 or
+// newer (SEP-2322), so they return an isError result there. Use
+// -max-protocol 2025-11-25 to exercise them. log (like progress) sends
+// notifications/message only once the client has enabled logging at or
+// below the message's level (logging/setLevel on older protocols).
+//
 // With -record FILE every tools/call that reaches the server appends one JSON
 // line {"time","pid","server","event":"call","tool","args","headers"} to FILE
 // (headers only over streamable HTTP: the go-sdk's SSE server does not pass
 // them to handlers); sleep and hang append {"event":"cancelled","tool"} when
-// their call is cancelled; over HTTP and SSE every HTTP request appends
-// {"event":"http","method","path","headers"} before any -fail-auth or -reject
-// check. The file is opened with O_APPEND, so several server processes
+// their call is cancelled; resources/subscribe and resources/unsubscribe
+// append {"event":"subscribe"|"unsubscribe","uri"} and touch appends
+// {"event":"touch","uri","subscribers"}; over HTTP and SSE every HTTP request
+// appends {"event":"http","method","path","headers"} before any -fail-auth or
+// -reject check. The file is opened with O_APPEND, so several server processes
 // (restarts) may share one file.
 package main
 
@@ -68,6 +85,7 @@ type config struct {
 	linger     bool
 	ignoreTerm bool
 	maxProto   string
+	extras     bool
 }
 
 // rejectFlag is a repeatable -reject TOOL=STATUS flag.
@@ -112,6 +130,7 @@ func main() {
 	flag.BoolVar(&cfg.linger, "linger", false, "stdio: keep running after stdin is closed, until SIGTERM (as Node servers do)")
 	flag.BoolVar(&cfg.ignoreTerm, "ignore-sigterm", false, "ignore SIGTERM too, so only SIGKILL ends the process")
 	flag.StringVar(&cfg.maxProto, "max-protocol", "", "newest MCP protocol version to offer, e.g. 2025-11-25 to behave like the Node servers (default: all the go-sdk supports)")
+	flag.BoolVar(&cfg.extras, "extras", false, "add the tools sample, elicit, log and touch, the resource template test://items/{id}, completions and resource subscriptions")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -138,10 +157,13 @@ type app struct {
 	rec   *os.File // nil without -record
 
 	calls atomic.Int64
+
+	subMu sync.Mutex
+	subs  map[string]map[*mcp.ServerSession]bool // URI -> subscribed sessions
 }
 
 func run(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) error {
-	a := &app{cfg: cfg, logger: logger}
+	a := &app{cfg: cfg, logger: logger, subs: map[string]map[*mcp.ServerSession]bool{}}
 	if cfg.record != "" {
 		f, err := os.OpenFile(cfg.record, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -161,15 +183,26 @@ func run(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer)
 			return fmt.Errorf("-max-protocol %q: no supported version", cfg.maxProto)
 		}
 	}
-	a.server = mcp.NewServer(&mcp.Implementation{Name: cfg.name, Version: cfg.version}, &mcp.ServerOptions{
+	opts := &mcp.ServerOptions{
 		Instructions:              "quiver test upstream",
 		Logger:                    logger,
 		PageSize:                  cfg.pageSize,
 		SupportedProtocolVersions: versions,
-	})
+	}
+	if cfg.extras {
+		// The go-sdk infers the completions capability and resources.subscribe
+		// from these handlers; logging is in its default capabilities.
+		opts.CompletionHandler = complete
+		opts.SubscribeHandler = a.subscribe
+		opts.UnsubscribeHandler = a.unsubscribe
+	}
+	a.server = mcp.NewServer(&mcp.Implementation{Name: cfg.name, Version: cfg.version}, opts)
 	a.server.AddReceivingMiddleware(a.recordMiddleware)
 	a.addTools()
 	a.addResourcesAndPrompts()
+	if cfg.extras {
+		a.addExtras()
+	}
 
 	switch cfg.transport {
 	case "stdio":
@@ -367,6 +400,23 @@ type stepsIn struct {
 	Steps int `json:"steps" jsonschema:"number of progress steps"`
 }
 
+type sampleIn struct {
+	Prompt string `json:"prompt" jsonschema:"the user message to send to the client's model"`
+}
+
+type elicitIn struct {
+	Question string `json:"question" jsonschema:"the message shown to the user"`
+}
+
+type logIn struct {
+	Level   string `json:"level,omitempty" jsonschema:"log level (debug, info, notice, warning, error, critical, alert, emergency); default info"`
+	Message string `json:"message,omitempty" jsonschema:"the log message"`
+}
+
+type uriIn struct {
+	URI string `json:"uri" jsonschema:"the resource URI"`
+}
+
 const maxBig = 1_000_000
 
 func (a *app) addTools() {
@@ -486,6 +536,139 @@ func (a *app) addTools() {
 			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: a.cfg.name, Data: fmt.Sprintf("progress done after %d steps", steps)})
 			return textResult(fmt.Sprintf("done %d steps", steps)), nil, nil
 		})
+}
+
+// addExtras adds what -extras enables: the tools sample, elicit, log and
+// touch, and the resource template test://items/{id}.
+func (a *app) addExtras() {
+	s := a.server
+	mcp.AddTool(s, &mcp.Tool{Name: "sample", Description: "Ask the client to sample its model (sampling/createMessage) and return the answer."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in sampleIn) (*mcp.CallToolResult, any, error) {
+			//lint:ignore SA1019 sampling is deprecated in 2026-07-28 but still what this tool tests.
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{
+				//lint:ignore SA1019 see above.
+				Messages:  []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Prompt}}},
+				MaxTokens: 64,
+			})
+			if err != nil {
+				return errorResult(err.Error()), nil, nil
+			}
+			var text string
+			if tc, ok := res.Content.(*mcp.TextContent); ok {
+				text = tc.Text
+			}
+			return textResult(fmt.Sprintf("sampled: %s %s", res.Model, text)), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "elicit", Description: "Ask the client's user a question (elicitation/create) and return the answer."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in elicitIn) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
+				Message: in.Question,
+				RequestedSchema: json.RawMessage(
+					`{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}`),
+			})
+			if err != nil {
+				return errorResult(err.Error()), nil, nil
+			}
+			content, err := json.Marshal(res.Content)
+			if err != nil {
+				return errorResult(err.Error()), nil, nil
+			}
+			return textResult(fmt.Sprintf("elicited: %s %s", res.Action, content)), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "log", Description: "Send one notifications/message at the given level."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in logIn) (*mcp.CallToolResult, any, error) {
+			level := in.Level
+			if level == "" {
+				level = "info"
+			}
+			//lint:ignore SA1019 logging is deprecated in 2026-07-28 but still the only way to test log forwarding.
+			if err := req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: mcp.LoggingLevel(level), Logger: "testupstream", Data: in.Message}); err != nil {
+				return errorResult(err.Error()), nil, nil
+			}
+			return textResult("logged"), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "touch", Description: "Send notifications/resources/updated for a URI to the sessions subscribed to it."},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in uriIn) (*mcp.CallToolResult, any, error) {
+			if in.URI == "" {
+				return errorResult("uri is required"), nil, nil
+			}
+			n := a.subscribers(in.URI)
+			a.record(map[string]any{"event": "touch", "uri": in.URI, "subscribers": n})
+			a.logger.Info("touch", "uri", in.URI, "subscribers", n)
+			if err := s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: in.URI}); err != nil {
+				return errorResult(err.Error()), nil, nil
+			}
+			return textResult("touched"), nil, nil
+		})
+	s.AddResourceTemplate(&mcp.ResourceTemplate{
+		URITemplate: itemsTemplate, Name: "item", Description: "An item by id.", MIMEType: "text/plain",
+	}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		id, ok := strings.CutPrefix(req.Params.URI, "test://items/")
+		if !ok || id == "" || strings.Contains(id, "/") {
+			return nil, mcp.ResourceNotFoundError(req.Params.URI)
+		}
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{
+			URI: req.Params.URI, MIMEType: "text/plain", Text: "item " + id,
+		}}}, nil
+	})
+}
+
+func errorResult(text string) *mcp.CallToolResult {
+	res := textResult(text)
+	res.IsError = true
+	return res
+}
+
+// subscribe implements ServerOptions.SubscribeHandler: any URI is accepted.
+func (a *app) subscribe(_ context.Context, req *mcp.SubscribeRequest) error {
+	a.subMu.Lock()
+	if a.subs[req.Params.URI] == nil {
+		a.subs[req.Params.URI] = map[*mcp.ServerSession]bool{}
+	}
+	a.subs[req.Params.URI][req.Session] = true
+	a.subMu.Unlock()
+	a.record(map[string]any{"event": "subscribe", "uri": req.Params.URI})
+	return nil
+}
+
+// unsubscribe implements ServerOptions.UnsubscribeHandler.
+func (a *app) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	a.subMu.Lock()
+	delete(a.subs[req.Params.URI], req.Session)
+	if len(a.subs[req.Params.URI]) == 0 {
+		delete(a.subs, req.Params.URI)
+	}
+	a.subMu.Unlock()
+	a.record(map[string]any{"event": "unsubscribe", "uri": req.Params.URI})
+	return nil
+}
+
+// subscribers returns how many sessions have subscribed to uri.
+func (a *app) subscribers(uri string) int {
+	a.subMu.Lock()
+	defer a.subMu.Unlock()
+	return len(a.subs[uri])
+}
+
+const itemsTemplate = "test://items/{id}"
+
+// complete implements ServerOptions.CompletionHandler.
+func complete(_ context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	var candidates []string
+	ref, arg := req.Params.Ref, req.Params.Argument
+	switch {
+	case ref.Type == "ref/prompt" && ref.Name == "greet" && arg.Name == "name":
+		candidates = []string{"alice", "bob", "carol"}
+	case ref.Type == "ref/resource" && ref.URI == itemsTemplate && arg.Name == "id":
+		candidates = []string{"1", "2", "3", "10"}
+	}
+	values := []string{}
+	for _, c := range candidates {
+		if strings.HasPrefix(c, arg.Value) {
+			values = append(values, c)
+		}
+	}
+	return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: values, Total: len(values)}}, nil
 }
 
 func (a *app) addResourcesAndPrompts() {

@@ -1,0 +1,390 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/firewall"
+	"github.com/quiver-mcp/quiver/toolid"
+)
+
+// exposure is what a catalog lists directly, under the names clients call:
+// in direct mode every tool, prompt, resource and resource template; in
+// gateway mode the tools matching Options.Expose. It belongs to one state.
+type exposure struct {
+	// tools and prompts map an exposed name to the item's id.
+	tools   map[string]string
+	prompts map[string]string
+	// resources maps a URI to the item's id.
+	resources map[string]string
+	// templates maps a URI template to the upstream serving it.
+	templates map[string]ownedTemplate
+	// withheld lists what could not be exposed because its name was taken,
+	// one line each.
+	withheld []string
+}
+
+// ownedTemplate is a resource template and the upstream that serves it.
+type ownedTemplate struct {
+	t     *mcp.ResourceTemplate
+	owner conn
+}
+
+func emptyExposure() *exposure {
+	return &exposure{tools: map[string]string{}, prompts: map[string]string{}, resources: map[string]string{}, templates: map[string]ownedTemplate{}}
+}
+
+// exposes reports whether a runtime lists anything directly.
+func (r *Runtime) exposes() bool {
+	return r.opts.Mode == ModeDirect || (r.opts.Mode == ModeGateway && len(r.opts.Expose) > 0)
+}
+
+// prefixOf is the tool_prefix of the upstream serving server.
+func (r *Runtime) prefixOf(owner map[string]conn, server string) string {
+	c, ok := owner[server]
+	if !ok {
+		return ""
+	}
+	for _, u := range r.opts.Upstreams {
+		if u.Name == c.name() {
+			return u.ToolPrefix
+		}
+	}
+	return ""
+}
+
+// exposedTool reports whether gateway mode lists a tool directly: a glob of
+// Options.Expose matches its tool_id, its upstream name or its exposed name.
+func (r *Runtime) exposedTool(it *catalog.Item, name string) bool {
+	if r.opts.Mode == ModeDirect {
+		return true
+	}
+	return matchAny(r.opts.Expose, it.ID, it.UpstreamName, name)
+}
+
+// matchAny reports whether one of globs matches one of names.
+func matchAny(globs []string, names ...string) bool {
+	for _, g := range globs {
+		for _, n := range names {
+			if ok, _ := path.Match(g, n); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// expose computes the exposure of a new catalog. A name keeps the item it
+// had in prev, so an item that appears later never shadows one already
+// listed: it is withheld and reported. Among new names, configuration
+// order decides. Meta-tool names are reserved.
+func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, owner map[string]conn, templates map[string][]*mcp.ResourceTemplate) *exposure {
+	next := emptyExposure()
+	if !r.exposes() {
+		return next
+	}
+	reserved := map[string]bool{}
+	for _, t := range r.metaTools() {
+		reserved[t.Name] = true
+	}
+	type claim struct {
+		name string
+		it   *catalog.Item
+	}
+	assign := func(kind toolid.Kind, names map[string]string, prevNames map[string]string, what string) {
+		var claims []claim
+		for _, it := range snap.Items(kind) {
+			name := it.UpstreamName
+			if kind != toolid.KindResource {
+				name = r.prefixOf(owner, it.Server) + it.UpstreamName
+			}
+			if kind == toolid.KindTool && !r.exposedTool(it, name) {
+				continue
+			}
+			claims = append(claims, claim{name, it})
+		}
+		// Names held before stay with their holder.
+		for _, c := range claims {
+			if prevNames[c.name] == c.it.ID {
+				names[c.name] = c.it.ID
+			}
+		}
+		for _, c := range claims {
+			if names[c.name] == c.it.ID {
+				continue
+			}
+			holder, taken := names[c.name]
+			switch {
+			case reserved[c.name] && kind == toolid.KindTool:
+				next.withheld = append(next.withheld, fmt.Sprintf("%s %q of server %q: the name is a quiver meta-tool's", what, c.name, c.it.Server))
+			case taken:
+				other, _ := snap.Lookup(holder)
+				next.withheld = append(next.withheld, fmt.Sprintf("%s %q of server %q: the name is taken by server %q (set tool_prefix)", what, c.name, c.it.Server, other.Server))
+			default:
+				names[c.name] = c.it.ID
+			}
+		}
+	}
+	assign(toolid.KindTool, next.tools, prev.tools, "tool")
+	if r.opts.Mode != ModeDirect {
+		return next
+	}
+	assign(toolid.KindPrompt, next.prompts, prev.prompts, "prompt")
+	assign(toolid.KindResource, next.resources, prev.resources, "resource")
+	for _, c := range r.conns {
+		for _, t := range templates[c.name()] {
+			if o, taken := next.templates[t.URITemplate]; taken {
+				next.withheld = append(next.withheld, fmt.Sprintf("resource template %q of upstream %q: also served by upstream %q", t.URITemplate, c.name(), o.owner.name()))
+				continue
+			}
+			next.templates[t.URITemplate] = ownedTemplate{t: t, owner: c}
+		}
+	}
+	return next
+}
+
+// syncExposure updates the server's directly listed tools, prompts,
+// resources and templates from old to next (the go-sdk announces the list
+// changes to every session).
+func (r *Runtime) syncExposure(old, next *state) {
+	if !r.exposes() {
+		return
+	}
+	for _, w := range next.exp.withheld {
+		if !slices.Contains(old.exp.withheld, w) {
+			r.log.Warn("not listed directly: name collision", "what", w)
+		}
+	}
+	r.met.withheld(len(next.exp.withheld))
+	var goneTools, gonePrompts, goneRes, goneTmpl []string
+	for name, id := range old.exp.tools {
+		if nid, ok := next.exp.tools[name]; !ok || nid != id {
+			goneTools = append(goneTools, name)
+		}
+	}
+	for name, id := range old.exp.prompts {
+		if nid, ok := next.exp.prompts[name]; !ok || nid != id {
+			gonePrompts = append(gonePrompts, name)
+		}
+	}
+	for uri, id := range old.exp.resources {
+		if nid, ok := next.exp.resources[uri]; !ok || nid != id {
+			goneRes = append(goneRes, uri)
+		}
+	}
+	for ut, o := range old.exp.templates {
+		if n, ok := next.exp.templates[ut]; !ok || n.owner != o.owner || !sameTemplate(n.t, o.t) {
+			goneTmpl = append(goneTmpl, ut)
+		}
+	}
+	if len(goneTools) > 0 {
+		r.server.RemoveTools(goneTools...)
+	}
+	if len(gonePrompts) > 0 {
+		r.server.RemovePrompts(gonePrompts...)
+	}
+	if len(goneRes) > 0 {
+		r.server.RemoveResources(goneRes...)
+	}
+	if len(goneTmpl) > 0 {
+		r.server.RemoveResourceTemplates(goneTmpl...)
+	}
+	for _, name := range sortedKeys(next.exp.tools) {
+		id := next.exp.tools[name]
+		it, _ := next.snap.Lookup(id)
+		if prevID, ok := old.exp.tools[name]; ok && prevID == id {
+			if prev, ok := old.snap.Lookup(id); ok && sameTool(prev, it) {
+				continue
+			}
+		}
+		t, err := directTool(name, it)
+		if err != nil {
+			r.log.Warn("tool not listed directly", "tool_id", id, "err", err)
+			continue
+		}
+		r.server.AddTool(t, r.handleDirect)
+	}
+	for _, name := range sortedKeys(next.exp.prompts) {
+		id := next.exp.prompts[name]
+		it, _ := next.snap.Lookup(id)
+		if prevID, ok := old.exp.prompts[name]; ok && prevID == id {
+			if prev, ok := old.snap.Lookup(id); ok && jsonEqual(prev.Prompt, it.Prompt) {
+				continue
+			}
+		}
+		r.server.AddPrompt(directPrompt(name, it), r.handleDirectPrompt)
+	}
+	for _, uri := range sortedKeys(next.exp.resources) {
+		id := next.exp.resources[uri]
+		it, _ := next.snap.Lookup(id)
+		if prevID, ok := old.exp.resources[uri]; ok && prevID == id {
+			if prev, ok := old.snap.Lookup(id); ok && jsonEqual(prev.Resource, it.Resource) {
+				continue
+			}
+		}
+		d := it.Resource
+		r.server.AddResource(&mcp.Resource{URI: d.URI, Name: d.Name, Title: d.Title, Description: d.Description, MIMEType: d.MIMEType, Size: d.Size, Meta: d.Meta}, r.handleDirectResource)
+	}
+	for _, ut := range sortedKeys(next.exp.templates) {
+		n := next.exp.templates[ut]
+		if o, ok := old.exp.templates[ut]; ok && o.owner == n.owner && sameTemplate(o.t, n.t) {
+			continue
+		}
+		t := *n.t
+		r.server.AddResourceTemplate(&t, r.handleDirectResource)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func jsonEqual(a, b any) bool { return compactJSON(a) == compactJSON(b) }
+
+func sameTool(a, b *catalog.Item) bool { return jsonEqual(a.Tool, b.Tool) }
+
+func sameTemplate(a, b *mcp.ResourceTemplate) bool { return jsonEqual(a, b) }
+
+// directTool is the listed definition of a directly exposed tool: the
+// upstream's own, under its exposed name.
+func directTool(name string, it *catalog.Item) (*mcp.Tool, error) {
+	d := it.Tool
+	if d == nil {
+		return nil, fmt.Errorf("no definition")
+	}
+	t := &mcp.Tool{Name: name, Title: d.Title, Description: d.Description, Meta: d.Meta}
+	t.InputSchema = d.InputSchema
+	if len(d.InputSchema) == 0 {
+		t.InputSchema = json.RawMessage(`{"type":"object"}`)
+	}
+	if len(d.OutputSchema) > 0 {
+		t.OutputSchema = d.OutputSchema
+	}
+	if len(d.Annotations) > 0 {
+		var a mcp.ToolAnnotations
+		if b, err := json.Marshal(d.Annotations); err == nil && json.Unmarshal(b, &a) == nil {
+			t.Annotations = &a
+		}
+	}
+	return t, nil
+}
+
+func directPrompt(name string, it *catalog.Item) *mcp.Prompt {
+	d := it.Prompt
+	p := &mcp.Prompt{Name: name, Title: d.Title, Description: d.Description, Meta: d.Meta}
+	for _, a := range d.Arguments {
+		p.Arguments = append(p.Arguments, &mcp.PromptArgument{Name: a.Name, Title: a.Title, Description: a.Description, Required: a.Required})
+	}
+	return p
+}
+
+// handleDirect runs a directly listed tool through the tool_execute
+// pipeline: validation, guards, policy, controls, receipts, and the
+// firewall for large results.
+func (r *Runtime) handleDirect(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return r.instrument(ctx, req, "direct", func(ctx context.Context) (*mcp.CallToolResult, *Error) {
+		st := r.state.Load()
+		id, ok := st.exp.tools[req.Params.Name]
+		if !ok {
+			return nil, newError(CodeHydrateFailed, "no tool named %q in the current catalog", req.Params.Name).withPath("name")
+		}
+		return r.execute(ctx, req.Session, &executeArgs{ToolID: id, Args: req.Params.Arguments}, true)
+	})
+}
+
+// directMaxBinary is the most binary content (base64 bytes) a direct
+// result carries inline; past it the firewall stores the result.
+const directMaxBinary = 1 << 20
+
+// verbatim reports whether a direct call's result goes to the client as
+// the upstream sent it: the firewall is off (for everything, or for this
+// tool), or the result is small: its text within the inline token budget
+// and its binary content within directMaxBinary.
+func (r *Runtime) verbatim(it *catalog.Item, res *mcp.CallToolResult) bool {
+	if r.fw == nil || matchAny(r.opts.FirewallOffFor, it.ID, it.UpstreamName) {
+		return true
+	}
+	budget := r.opts.MaxInlineTokens
+	if budget <= 0 {
+		budget = firewall.DefaultMaxInlineTokens
+	}
+	var text strings.Builder
+	binary := 0
+	for _, c := range res.Content {
+		switch v := c.(type) {
+		case *mcp.TextContent:
+			text.WriteString(v.Text)
+		case *mcp.ImageContent:
+			binary += len(v.Data)
+		case *mcp.AudioContent:
+			binary += len(v.Data)
+		case *mcp.EmbeddedResource:
+			if v.Resource != nil {
+				text.WriteString(v.Resource.Text)
+				binary += len(v.Resource.Blob)
+			}
+		}
+	}
+	if res.StructuredContent != nil {
+		text.WriteString(compactJSON(res.StructuredContent))
+	}
+	if binary > directMaxBinary {
+		return false
+	}
+	// A cl100k token is at least one byte, so a short text needs no count.
+	if text.Len() <= budget {
+		return true
+	}
+	return r.cards.Counter().Count(text.String()) <= budget
+}
+
+// directResult is what a direct call answers for an envelope the firewall
+// shaped: the envelope as text, so the client learns the artifact handles
+// to read with tool_view. Structured content is left out when the tool
+// declares an outputSchema, which the envelope does not follow.
+func directResult(env firewall.Envelope, isError bool, it *catalog.Item) *mcp.CallToolResult {
+	if env.Firewall.Strategy == firewall.StrategyInline && env.Result != nil {
+		if res, err := inlineResult(env.Result, isError); err == nil {
+			return res
+		}
+	}
+	out := envelopeResult(env, isError)
+	if it.Tool != nil && len(it.Tool.OutputSchema) > 0 {
+		out.StructuredContent = nil
+	}
+	return out
+}
+
+// inlineResult rebuilds a tool result from the content an envelope carries
+// inline (an idempotent replay of a direct call).
+func inlineResult(in *firewall.Inline, isError bool) (*mcp.CallToolResult, error) {
+	wire := struct {
+		Content           []json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
+		IsError           bool              `json:"isError,omitempty"`
+	}{in.Content, in.StructuredContent, isError}
+	if wire.Content == nil {
+		wire.Content = []json.RawMessage{}
+	}
+	b, err := json.Marshal(wire)
+	if err != nil {
+		return nil, err
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}

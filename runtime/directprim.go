@@ -1,0 +1,231 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/toolid"
+	"github.com/yosida95/uritemplate/v3"
+)
+
+// observe runs fn as the handler of one MCP request that is not a tool
+// call (prompts/get, resources/read, completion/complete, subscriptions):
+// the caller in the context, a receipt, the metric, and a gateway error
+// turned into a JSON-RPC error whose message starts with its code.
+func (r *Runtime) observe(ctx context.Context, req mcp.Request, method string, fn func(context.Context) *Error) error {
+	start := time.Now()
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	c := r.newCaller(req.GetExtra(), ss)
+	if p, ok := req.GetParams().(interface{ GetProgressToken() any }); ok {
+		c.progress = p.GetProgressToken()
+	}
+	var args json.RawMessage
+	if b, err := json.Marshal(req.GetParams()); err == nil {
+		args = b
+	}
+	r.startReceipt(c, method, args, start)
+	e := fn(withCaller(ctx, c))
+	r.finishReceipt(c, nil, e, time.Since(start))
+	code := "ok"
+	if e != nil {
+		code = e.Code
+	}
+	r.met.call(method, code, time.Since(start))
+	if e == nil {
+		return nil
+	}
+	wire := int64(jsonrpc.CodeInternalError)
+	switch e.Code {
+	case CodeResourceNotFound, CodePromptNotFound, CodeArgsInvalid, CodeHydrateFailed:
+		wire = jsonrpc.CodeInvalidParams
+	}
+	return &jsonrpc.Error{Code: wire, Message: e.Code + ": " + e.Message}
+}
+
+// handleDirectPrompt renders a directly listed prompt upstream and returns
+// the upstream's answer as it is.
+func (r *Runtime) handleDirectPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	var out *mcp.GetPromptResult
+	err := r.observe(ctx, req, "prompts/get", func(ctx context.Context) *Error {
+		st := r.state.Load()
+		id, ok := st.exp.prompts[req.Params.Name]
+		it, found := st.snap.Lookup(id)
+		if !ok || !found || !r.visible(ctx, st, it) {
+			return newError(CodePromptNotFound, "no prompt named %q", req.Params.Name)
+		}
+		raw, _ := json.Marshal(req.Params.Arguments)
+		if e := r.authorize(ctx, st, it, raw, false); e != nil {
+			return e
+		}
+		args, e := promptArgs(it.Prompt, raw)
+		if e != nil {
+			return e
+		}
+		c, ok := st.owner[it.Server]
+		if !ok {
+			return newError(CodeUpstreamUnavailable, "the upstream of prompt %q is not connected", req.Params.Name)
+		}
+		cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+		defer cancel()
+		res, err := c.getPrompt(cctx, it, args)
+		if err != nil {
+			return classify(err)
+		}
+		out = res
+		return nil
+	})
+	return out, err
+}
+
+// handleDirectResource reads a directly listed resource, or a URI of a
+// directly listed template, upstream and returns the upstream's answer as
+// it is.
+func (r *Runtime) handleDirectResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	var out *mcp.ReadResourceResult
+	err := r.observe(ctx, req, "resources/read", func(ctx context.Context) *Error {
+		st := r.state.Load()
+		it, c, e := r.resourceOwner(ctx, st, req.Params.URI)
+		if e != nil {
+			return e
+		}
+		if e := r.authorize(ctx, st, it, nil, false); e != nil {
+			return e
+		}
+		cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+		defer cancel()
+		res, err := c.readResource(cctx, it)
+		if err != nil {
+			return classify(err)
+		}
+		out = res
+		return nil
+	})
+	return out, err
+}
+
+// resourceOwner finds what a URI addresses in direct mode: a listed
+// resource, or a URI one listed template matches (then a catalog item is
+// made for it, so that policy and receipts see the template's upstream).
+func (r *Runtime) resourceOwner(ctx context.Context, st *state, uri string) (*catalog.Item, conn, *Error) {
+	if id, ok := st.exp.resources[uri]; ok {
+		it, found := st.snap.Lookup(id)
+		if found && r.visible(ctx, st, it) {
+			if c, ok := st.owner[it.Server]; ok {
+				return it, c, nil
+			}
+			return nil, nil, newError(CodeUpstreamUnavailable, "the upstream of resource %q is not connected", uri)
+		}
+	}
+	for _, ut := range sortedKeys(st.exp.templates) {
+		o := st.exp.templates[ut]
+		t, err := uritemplate.New(ut)
+		if err != nil || !t.Regexp().MatchString(uri) {
+			continue
+		}
+		it := &catalog.Item{ID: string(toolid.KindResource) + "::" + o.owner.name() + "/" + uri, Kind: toolid.KindResource,
+			Server: o.owner.name(), Namespace: toolid.Namespace(o.owner.name()), UpstreamName: uri}
+		if !r.visible(ctx, st, it) {
+			break
+		}
+		return it, o.owner, nil
+	}
+	return nil, nil, newError(CodeResourceNotFound, "no resource with URI %q", uri)
+}
+
+// handleComplete forwards completion/complete to the upstream serving the
+// reference: a prompt (by its direct name or its prompt id) or a resource
+// template (by its URI template) or resource.
+func (r *Runtime) handleComplete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	var out *mcp.CompleteResult
+	err := r.observe(ctx, req, "completion/complete", func(ctx context.Context) *Error {
+		if req.Params == nil || req.Params.Ref == nil {
+			return newError(CodeArgsInvalid, "completion/complete needs a ref")
+		}
+		st := r.state.Load()
+		p := *req.Params
+		ref := *req.Params.Ref
+		p.Ref = &ref
+		var c conn
+		switch ref.Type {
+		case "ref/prompt":
+			id, ok := st.exp.prompts[ref.Name]
+			if !ok {
+				id = ref.Name
+			}
+			it, found := st.snap.Lookup(id)
+			if !found || it.Kind != toolid.KindPrompt || !r.visible(ctx, st, it) {
+				return newError(CodePromptNotFound, "no prompt named %q", ref.Name)
+			}
+			ref.Name = it.UpstreamName
+			if c, found = st.owner[it.Server]; !found {
+				return newError(CodeUpstreamUnavailable, "the upstream of prompt %q is not connected", ref.Name)
+			}
+		case "ref/resource":
+			if o, ok := st.exp.templates[ref.URI]; ok {
+				c = o.owner
+				break
+			}
+			_, owner, e := r.resourceOwner(ctx, st, ref.URI)
+			if e != nil {
+				return e
+			}
+			c = owner
+		default:
+			return newError(CodeArgsInvalid, "unknown reference type %q", ref.Type)
+		}
+		cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+		defer cancel()
+		res, err := c.complete(cctx, &p)
+		if err != nil {
+			return classify(err)
+		}
+		out = res
+		return nil
+	})
+	return out, err
+}
+
+// handleSubscribe subscribes the upstream serving a resource to its
+// updates, once for all downstream subscribers (the go-sdk keeps track of
+// which sessions subscribed and delivers notifications/resources/updated
+// to them).
+func (r *Runtime) handleSubscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	return r.observe(ctx, req, "resources/subscribe", func(ctx context.Context) *Error {
+		st := r.state.Load()
+		_, c, e := r.resourceOwner(ctx, st, req.Params.URI)
+		if e != nil {
+			return e
+		}
+		if !r.subs.add(c.name(), req.Params.URI) {
+			return nil
+		}
+		if err := c.subscribe(ctx, req.Params.URI, true); err != nil {
+			r.subs.remove(c.name(), req.Params.URI)
+			return classify(err)
+		}
+		return nil
+	})
+}
+
+// handleUnsubscribe ends a subscription; the upstream is unsubscribed when
+// its last downstream subscriber leaves.
+func (r *Runtime) handleUnsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	return r.observe(ctx, req, "resources/unsubscribe", func(ctx context.Context) *Error {
+		st := r.state.Load()
+		_, c, e := r.resourceOwner(ctx, st, req.Params.URI)
+		if e != nil {
+			return e
+		}
+		if r.subs.remove(c.name(), req.Params.URI) {
+			if err := c.subscribe(ctx, req.Params.URI, false); err != nil && !errors.Is(err, context.Canceled) {
+				r.log.Debug("upstream unsubscribe failed", "upstream", c.name(), "err", err)
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,386 @@
+//lint:file-ignore SA1019 sampling, elicitation and logging are deprecated in protocol 2026-07-28 only; quiver forwards them for the protocols that have them.
+
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/runtime/policy"
+	"github.com/quiver-mcp/quiver/runtime/receipts"
+	"github.com/quiver-mcp/quiver/runtime/upstream"
+)
+
+// Codes of server-to-client requests the gateway refuses to forward. The
+// upstream receives them as the message of a JSON-RPC error, prefixed
+// with the code.
+const (
+	// CodeRelayDenied: the policy (or incident mode) denies the request
+	// for this upstream, tool and principal.
+	CodeRelayDenied = "RELAY_DENIED"
+	// CodeClientCapabilityMissing: the downstream client did not announce
+	// the capability (sampling or elicitation) the request needs.
+	CodeClientCapabilityMissing = "CLIENT_CAPABILITY_MISSING"
+	// CodeRelayNoCaller: no call of any client is in flight on the
+	// upstream session, so there is nobody to ask.
+	CodeRelayNoCaller = "RELAY_NO_CALLER"
+	// CodeRelayAmbiguous: calls of several clients are in flight on a
+	// shared upstream session, so the request cannot be attributed to
+	// one of them (sessions: per_client removes the ambiguity).
+	CodeRelayAmbiguous = "RELAY_AMBIGUOUS"
+)
+
+// relayError is what a refused server-to-client request answers.
+type relayError struct {
+	code, msg string
+}
+
+func (e *relayError) Error() string { return "quiver: " + e.code + ": " + e.msg }
+
+// flight is one downstream request being served by an upstream call: where
+// the upstream's notifications and requests about it go back to.
+type flight struct {
+	id uint64
+	// ctx is the downstream request's context: it carries the caller, and
+	// over streamable HTTP the stream that the request's answer goes on,
+	// so messages sent with it reach the client on that stream.
+	ctx context.Context
+	c   *caller
+	// token is the downstream request's progress token (nil when none);
+	// upToken is the one quiver put on the upstream call instead.
+	token   any
+	upToken string
+	// server and toolID name what is being called (for policy and
+	// receipts); toolID is "" for requests that are not tool calls.
+	server, toolID string
+}
+
+func (f *flight) session() *mcp.ServerSession {
+	if f.c == nil {
+		return nil
+	}
+	return f.c.ss
+}
+
+type flightKey struct{}
+
+// relay routes what upstream sessions send back while they serve calls:
+// progress and log notifications, and sampling and elicitation requests,
+// go to the downstream session whose call caused them.
+//
+// A shared upstream session cannot say which of its calls a message is
+// about (under protocol 2025-11-25 a server-to-client request carries no
+// reference to the request it serves), so the relay attributes it to the
+// client whose calls are in flight on that session, and refuses when the
+// calls of several clients are (RELAY_AMBIGUOUS). A per-client upstream
+// session belongs to one downstream session, and a multi-round-trip
+// upstream answers on the call's own context: both are exact.
+type relay struct {
+	mu      sync.Mutex
+	seq     uint64
+	flights map[*upstream.Client]map[uint64]*flight
+	tokens  map[string]*flight
+	// owners holds the downstream session of each per-client upstream
+	// session, for what it sends while none of its calls is in flight.
+	owners map[*upstream.Client]*flight
+}
+
+func newRelay() *relay {
+	return &relay{flights: map[*upstream.Client]map[uint64]*flight{}, tokens: map[string]*flight{}, owners: map[*upstream.Client]*flight{}}
+}
+
+// begin registers a call on upstream client uc made for the downstream
+// request in ctx. It returns the context to make the call with (a
+// multi-round-trip upstream's requests find the flight in it), the progress
+// token to put on the upstream call ("" when the client asked for no
+// progress), and the function that ends the flight.
+func (rl *relay) begin(ctx context.Context, uc *upstream.Client, server, toolID string) (context.Context, string, func()) {
+	c := callerOf(ctx)
+	rl.mu.Lock()
+	rl.seq++
+	f := &flight{id: rl.seq, ctx: ctx, c: c, server: server, toolID: toolID}
+	if c != nil && c.progress != nil {
+		f.token = c.progress
+		f.upToken = "quiver-" + strconv.FormatUint(f.id, 10)
+		rl.tokens[f.upToken] = f
+	}
+	fs := rl.flights[uc]
+	if fs == nil {
+		fs = map[uint64]*flight{}
+		rl.flights[uc] = fs
+	}
+	fs[f.id] = f
+	rl.mu.Unlock()
+	return context.WithValue(ctx, flightKey{}, f), f.upToken, func() {
+		rl.mu.Lock()
+		delete(rl.flights[uc], f.id)
+		if len(rl.flights[uc]) == 0 {
+			delete(rl.flights, uc)
+		}
+		if f.upToken != "" {
+			delete(rl.tokens, f.upToken)
+		}
+		rl.mu.Unlock()
+	}
+}
+
+// target finds the downstream request that a message of upstream client uc
+// belongs to; hctx is the context the message was delivered with.
+func (rl *relay) target(hctx context.Context, uc *upstream.Client) (*flight, *relayError) {
+	if f, ok := hctx.Value(flightKey{}).(*flight); ok {
+		return f, nil
+	}
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	var pick *flight
+	for _, f := range rl.flights[uc] {
+		if pick != nil && pick.session() != f.session() {
+			return nil, &relayError{CodeRelayAmbiguous, fmt.Sprintf("calls of several clients are in flight on the shared session of upstream %q; set sessions: per_client for it", uc.Name())}
+		}
+		if pick == nil || f.id > pick.id {
+			pick = f
+		}
+	}
+	if pick != nil {
+		return pick, nil
+	}
+	if o, ok := rl.owners[uc]; ok {
+		return o, nil
+	}
+	return nil, &relayError{CodeRelayNoCaller, fmt.Sprintf("no call is in flight on upstream %q", uc.Name())}
+}
+
+// byToken finds the flight of an upstream progress token.
+func (rl *relay) byToken(tok any) *flight {
+	s, ok := tok.(string)
+	if !ok {
+		return nil
+	}
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	return rl.tokens[s]
+}
+
+// own records that upstream client uc serves downstream session c alone.
+func (rl *relay) own(uc *upstream.Client, f *flight) {
+	rl.mu.Lock()
+	rl.owners[uc] = f
+	rl.mu.Unlock()
+}
+
+func (rl *relay) disown(uc *upstream.Client) {
+	rl.mu.Lock()
+	delete(rl.owners, uc)
+	rl.mu.Unlock()
+}
+
+// relayTimeout bounds a forwarded notification.
+const relayTimeout = 5 * time.Second
+
+// relayHooks returns the upstream.Options hooks of upstream name: uc is set
+// to the client once it exists (the hooks are built before it).
+func (r *Runtime) relayHooks(name string, uc **upstream.Client, o *upstream.Options) {
+	o.OnProgress = func(p *mcp.ProgressNotificationParams) {
+		f := r.relay.byToken(p.ProgressToken)
+		if f == nil || f.session() == nil {
+			return
+		}
+		fwd := *p
+		fwd.ProgressToken = f.token
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), relayTimeout)
+		defer cancel()
+		if err := f.session().NotifyProgress(ctx, &fwd); err != nil {
+			r.log.Debug("progress not forwarded", "upstream", name, "err", err)
+		}
+	}
+	//lint:ignore SA1019 logging is deprecated in protocol 2026-07-28 only.
+	o.OnLog = func(p *mcp.LoggingMessageParams) {
+		f, rerr := r.relay.target(context.Background(), *uc)
+		if rerr != nil || f.session() == nil {
+			r.log.Debug("upstream log", "upstream", name, "level", p.Level, "logger", p.Logger)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(f.ctx), relayTimeout)
+		defer cancel()
+		// The downstream session's own logging/setLevel filters.
+		if err := f.session().Log(ctx, p); err != nil {
+			r.log.Debug("log notification not forwarded", "upstream", name, "err", err)
+		}
+	}
+	o.OnCreateMessage = func(hctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+		var res *mcp.CreateMessageWithToolsResult
+		err := r.forward(hctx, *uc, "sampling/createMessage", policy.ActionSample, func(ctx context.Context, f *flight) error {
+			if caps := clientCaps(f.session()); caps == nil || caps.Sampling == nil {
+				return &relayError{CodeClientCapabilityMissing, "the client did not announce the sampling capability"}
+			}
+			var err error
+			//lint:ignore SA1019 sampling is deprecated in protocol 2026-07-28 only.
+			res, err = f.session().CreateMessageWithTools(ctx, req.Params)
+			return err
+		})
+		return res, err
+	}
+	o.OnElicit = func(hctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		var res *mcp.ElicitResult
+		err := r.forward(hctx, *uc, "elicitation/create", policy.ActionElicit, func(ctx context.Context, f *flight) error {
+			if caps := clientCaps(f.session()); caps == nil || caps.Elicitation == nil {
+				return &relayError{CodeClientCapabilityMissing, "the client did not announce the elicitation capability"}
+			}
+			// The go-sdk's ServerSession.Elicit checks the answer against
+			// its own reading of the schema; the upstream that asked is the
+			// one to judge it. So the schema travels beside the call and
+			// elicitSchema puts it back on the wire.
+			p := *req.Params
+			ctx = context.WithValue(ctx, elicitSchemaKey{}, p.RequestedSchema)
+			p.RequestedSchema = nil
+			var err error
+			res, err = f.session().Elicit(ctx, &p)
+			return err
+		})
+		return res, err
+	}
+	o.OnResourceUpdated = func(p *mcp.ResourceUpdatedNotificationParams) {
+		ctx, cancel := context.WithTimeout(context.Background(), relayTimeout)
+		defer cancel()
+		if err := r.server.ResourceUpdated(ctx, p); err != nil {
+			r.log.Debug("resource update not forwarded", "upstream", name, "err", err)
+		}
+	}
+}
+
+// clientCaps returns the capabilities a downstream session announced.
+func clientCaps(ss *mcp.ServerSession) *mcp.ClientCapabilities {
+	if ss == nil {
+		return nil
+	}
+	if p := ss.InitializeParams(); p != nil {
+		return p.Capabilities
+	}
+	return nil
+}
+
+// forward routes one server-to-client request of upstream client uc to
+// the downstream session it belongs to, after the policy allowed it, and
+// writes its receipt. send runs with a context that ends when the
+// downstream request ends or the upstream cancels its request.
+func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, action string, send func(context.Context, *flight) error) error {
+	start := time.Now()
+	rc := receipts.New(method, start)
+	rc.MCP.ServerID = uc.Name()
+	rc.Decision = receipts.Decision{Result: "allow", PolicyID: r.policyID(), ReasonCodes: []string{r.allowReason()}}
+	fail := func(code string, err error) error {
+		if rc.Decision.Result == "allow" && code != "" && code != "UPSTREAM_ERROR" {
+			rc.Decision.Result = "deny"
+			rc.Decision.ReasonCodes = append([]string{code}, rc.Decision.ReasonCodes...)
+		}
+		rc.Outcome.Status, rc.Outcome.ErrorCode = receipts.StatusError, code
+		rc.Outcome.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		r.emit(rc)
+		r.log.Info("server-to-client request not forwarded", "upstream", uc.Name(), "method", method, "code", code, "err", err)
+		return err
+	}
+	f, rerr := r.relay.target(hctx, uc)
+	if rerr != nil {
+		return fail(rerr.code, rerr)
+	}
+	rc.MCP.ToolID = f.toolID
+	if f.c != nil {
+		if !f.c.p.IsZero() {
+			rc.Principal = receipts.PrincipalOf(f.c.p)
+		}
+		if f.c.ss != nil {
+			rc.MCP.SessionID = f.c.ss.ID()
+		}
+	}
+	if f.session() == nil {
+		return fail(CodeClientCapabilityMissing, &relayError{CodeClientCapabilityMissing, "the call has no client session to ask"})
+	}
+	if d := r.decideRelay(f, action); d != nil {
+		rc.Decision = receipts.Decision{Result: "deny", PolicyID: d.PolicyID, ReasonCodes: d.ReasonCodes}
+		return fail(CodeRelayDenied, &relayError{CodeRelayDenied, fmt.Sprintf("the policy does not let upstream %q send %s to this client", f.server, method)})
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	stop := context.AfterFunc(hctx, cancel)
+	defer stop()
+	if err := send(ctx, f); err != nil {
+		var re *relayError
+		if errors.As(err, &re) {
+			return fail(re.code, err)
+		}
+		return fail("UPSTREAM_ERROR", err)
+	}
+	rc.Outcome.Status = receipts.StatusSuccess
+	rc.Outcome.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	r.emit(rc)
+	return nil
+}
+
+// decideRelay asks the incident state and the policy whether the upstream
+// of f may send a server-to-client request of the given action; it returns
+// the denying decision, or nil. Without a policy everything is allowed; a
+// configured policy must allow the action explicitly.
+func (r *Runtime) decideRelay(f *flight, action string) *policy.Decision {
+	if r.policy == nil && r.incident == nil {
+		return nil
+	}
+	st := r.state.Load()
+	up := r.upstreamOf(st, f.server)
+	req := policy.Request{Server: f.server, ToolID: f.toolID, Kind: "tool", Action: action, Risk: up.risk, TrustLevel: up.trust}
+	if it, ok := st.snap.Lookup(f.toolID); ok {
+		req.Namespace = it.Namespace
+	}
+	if f.c != nil {
+		req.Principal = f.c.p
+		if f.c.ss != nil {
+			req.SessionID = f.c.ss.ID()
+		}
+	}
+	if r.incident != nil {
+		if d := r.incident.Evaluate(req); d.Denied {
+			return &policy.Decision{Effect: policy.EffectDeny, PolicyID: "incident", ReasonCodes: []string{policy.ReasonDenied, d.Code}}
+		}
+	}
+	if r.policy == nil {
+		return nil
+	}
+	if d := r.policy.Decide(req); !d.Allowed() {
+		return &d
+	}
+	return nil
+}
+
+type elicitSchemaKey struct{}
+
+// elicitSchema is the sending middleware that restores the requestedSchema
+// of a forwarded elicitation/create (see relayHooks), so the client
+// receives the upstream's schema byte for byte.
+func elicitSchema(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		schema := ctx.Value(elicitSchemaKey{})
+		if schema == nil || method != "elicitation/create" {
+			return next(ctx, method, req)
+		}
+		// ServerSession.Elicit sends a *ServerRequest[Params]; its params
+		// are the session's own copy, which Elicit reads again afterwards,
+		// so the schema goes on a copy of the request.
+		sr, ok := req.(*mcp.ServerRequest[mcp.Params])
+		if !ok {
+			return next(ctx, method, req)
+		}
+		ep, ok := sr.Params.(*mcp.ElicitParams)
+		if !ok || ep == nil {
+			return next(ctx, method, req)
+		}
+		p := *ep
+		p.RequestedSchema = schema
+		out := *sr
+		out.Params = &p
+		return next(ctx, method, &out)
+	}
+}
