@@ -127,8 +127,7 @@ func (r *Runtime) resourceOwner(ctx context.Context, st *state, uri string) (*ca
 		if err != nil || !t.Regexp().MatchString(uri) {
 			continue
 		}
-		it := &catalog.Item{ID: string(toolid.KindResource) + "::" + o.owner.name() + "/" + uri, Kind: toolid.KindResource,
-			Server: o.owner.name(), Namespace: toolid.Namespace(o.owner.name()), UpstreamName: uri}
+		it := templateItem(o.owner.name(), uri)
 		if !r.visible(ctx, st, it) {
 			break
 		}
@@ -201,11 +200,12 @@ func (r *Runtime) handleSubscribe(ctx context.Context, req *mcp.SubscribeRequest
 		if e != nil {
 			return e
 		}
-		if !r.subs.add(c.name(), req.Params.URI) {
+		r.watch(req.Session)
+		if !r.subs.add(c.name(), req.Params.URI, req.Session) {
 			return nil
 		}
 		if err := c.subscribe(ctx, req.Params.URI, true); err != nil {
-			r.subs.remove(c.name(), req.Params.URI)
+			r.subs.remove(c.name(), req.Params.URI, req.Session)
 			return classify(err)
 		}
 		return nil
@@ -221,11 +221,19 @@ func (r *Runtime) handleUnsubscribe(ctx context.Context, req *mcp.UnsubscribeReq
 		if e != nil {
 			return e
 		}
-		if r.subs.remove(c.name(), req.Params.URI) {
+		if r.subs.remove(c.name(), req.Params.URI, req.Session) {
 			if err := c.subscribe(ctx, req.Params.URI, false); err != nil && !errors.Is(err, context.Canceled) {
 				r.log.Debug("upstream unsubscribe failed", "upstream", c.name(), "err", err)
 			}
 		}
 		return nil
 	})
+}
+
+// templateItem is the catalog item standing for a URI (or the URI template
+// itself) served by a resource template of upstream server: templates are
+// not catalog items, but policy and receipts need one.
+func templateItem(server, uri string) *catalog.Item {
+	return &catalog.Item{ID: string(toolid.KindResource) + "::" + server + "/" + uri, Kind: toolid.KindResource,
+		Server: server, Namespace: toolid.Namespace(server), UpstreamName: uri}
 }

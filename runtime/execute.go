@@ -368,7 +368,7 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 	verbatim := direct && r.verbatim(it, res)
 	var env firewall.Envelope
 	if verbatim {
-		env = r.bareEnvelope(it, fres, took)
+		env = bareEnvelope(it, fres, took)
 	} else {
 		var e *Error
 		if env, e = r.shape(ctx, ss, it, fres, took); e != nil {

@@ -86,6 +86,7 @@ func (r *Runtime) passthrough(next mcp.MethodHandler) mcp.MethodHandler {
 			return res, err
 		}
 		ss, _ := req.GetSession().(*mcp.ServerSession)
+		r.watch(ss)
 		var shared []string
 		byName := map[string]*upstream.Client{}
 		for _, c := range r.clients {
@@ -123,39 +124,64 @@ func (r *Runtime) setLevels(ctx context.Context, targets []*upstream.Client, lvl
 	wg.Wait()
 }
 
-// subscriptions counts the downstream subscriptions of each resource URI,
-// so that the upstream is subscribed once and unsubscribed when the last
-// subscriber leaves.
+// subscriptions records which downstream sessions subscribed to which
+// resource of which upstream, so that the upstream is subscribed once and
+// unsubscribed when its last subscriber leaves or ends.
 type subscriptions struct {
 	mu sync.Mutex
-	// n counts subscribers by upstream name and URI.
-	n map[[2]string]int
+	// by holds the subscribed sessions by upstream name and URI.
+	by map[[2]string]map[*mcp.ServerSession]bool
 }
 
-func (s *subscriptions) add(name, uri string) (first bool) {
+// add records ss's subscription; it reports whether it is the first.
+func (s *subscriptions) add(name, uri string, ss *mcp.ServerSession) (first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.n == nil {
-		s.n = map[[2]string]int{}
+	if s.by == nil {
+		s.by = map[[2]string]map[*mcp.ServerSession]bool{}
 	}
 	k := [2]string{name, uri}
-	s.n[k]++
-	return s.n[k] == 1
+	if s.by[k] == nil {
+		s.by[k] = map[*mcp.ServerSession]bool{}
+	}
+	first = len(s.by[k]) == 0
+	s.by[k][ss] = true
+	return first
 }
 
-func (s *subscriptions) remove(name, uri string) (last bool) {
+// remove drops ss's subscription; it reports whether it was the last.
+func (s *subscriptions) remove(name, uri string, ss *mcp.ServerSession) (last bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{name, uri}
-	if s.n[k] == 0 {
+	if !s.by[k][ss] {
 		return false
 	}
-	s.n[k]--
-	if s.n[k] == 0 {
-		delete(s.n, k)
+	delete(s.by[k], ss)
+	if len(s.by[k]) == 0 {
+		delete(s.by, k)
 		return true
 	}
 	return false
+}
+
+// drop removes every subscription of a session that ended and returns the
+// (upstream, URI) pairs nobody subscribes to any more.
+func (s *subscriptions) drop(ss *mcp.ServerSession) [][2]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gone [][2]string
+	for k, set := range s.by {
+		if !set[ss] {
+			continue
+		}
+		delete(set, ss)
+		if len(set) == 0 {
+			delete(s.by, k)
+			gone = append(gone, k)
+		}
+	}
+	return gone
 }
 
 // of returns the subscribed URIs of upstream name.
@@ -163,12 +189,59 @@ func (s *subscriptions) of(name string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
-	for k := range s.n {
+	for k := range s.by {
 		if k[0] == name {
 			out = append(out, k[1])
 		}
 	}
 	return out
+}
+
+// watch arranges for the end of a downstream session to release what it
+// holds upstream: its per-client sessions, its log level and its resource
+// subscriptions. It is called when a session first holds one of them.
+func (r *Runtime) watch(ss *mcp.ServerSession) {
+	if ss == nil {
+		return
+	}
+	a := &r.affinity
+	a.mu.Lock()
+	if a.watched == nil {
+		a.watched = map[*mcp.ServerSession]bool{}
+	}
+	seen := a.watched[ss]
+	a.watched[ss] = true
+	a.mu.Unlock()
+	if seen {
+		return
+	}
+	// Owned by the downstream session: it ends when the session does,
+	// which the listener's shutdown (or stdin's end) guarantees.
+	go func() {
+		_ = ss.Wait()
+		r.sessionEnded(ss)
+	}()
+}
+
+// sessionEnded releases what a downstream session held upstream.
+func (r *Runtime) sessionEnded(ss *mcp.ServerSession) {
+	r.closeAffine(ss)
+	r.levels.forget(ss)
+	gone := r.subs.drop(ss)
+	if len(gone) == 0 || r.life == nil || r.life.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.life, relayTimeout)
+	defer cancel()
+	for _, k := range gone {
+		for _, c := range r.conns {
+			if c.name() == k[0] {
+				if err := c.subscribe(ctx, k[1], false); err != nil {
+					r.log.Debug("upstream unsubscribe failed", "upstream", k[0], "err", err)
+				}
+			}
+		}
+	}
 }
 
 // resubscribe restores what a reconnected upstream session lost: the log

@@ -49,7 +49,7 @@ func (r *Runtime) affineClient(ctx context.Context, l liveConn, c *caller) (*ups
 	a := &r.affinity
 	a.mu.Lock()
 	if a.clients == nil {
-		a.clients, a.watched = map[affineKey]*affine{}, map[*mcp.ServerSession]bool{}
+		a.clients = map[affineKey]*affine{}
 	}
 	af, ok := a.clients[key]
 	if !ok {
@@ -59,18 +59,9 @@ func (r *Runtime) affineClient(ctx context.Context, l liveConn, c *caller) (*ups
 		}
 		af = &affine{ready: make(chan struct{})}
 		a.clients[key] = af
-		watch := !a.watched[c.ss]
-		a.watched[c.ss] = true
 		a.mu.Unlock()
+		r.watch(c.ss)
 		r.openAffine(af, l, c)
-		if watch {
-			// Owned by the downstream session: it ends when the session
-			// does, which the listener's shutdown guarantees.
-			go func() {
-				_ = c.ss.Wait()
-				r.closeAffine(c.ss)
-			}()
-		}
 	} else {
 		a.mu.Unlock()
 	}
@@ -144,7 +135,6 @@ func (r *Runtime) closeAffine(ss *mcp.ServerSession) {
 	}
 	delete(a.watched, ss)
 	a.mu.Unlock()
-	r.levels.forget(ss)
 	for _, af := range gone {
 		<-af.ready
 		if af.c != nil {

@@ -114,17 +114,7 @@ func promptParts(msgs []*mcp.PromptMessage) []firewall.Part {
 
 // shape passes a result through the firewall into an envelope.
 func (r *Runtime) shape(ctx context.Context, ss *mcp.ServerSession, it *catalog.Item, res firewall.Result, took time.Duration) (firewall.Envelope, *Error) {
-	env := firewall.Envelope{
-		Status:    firewall.StatusOK,
-		Facts:     []string{},
-		Artifacts: []firewall.Artifact{},
-		Views:     []firewall.View{},
-		Provenance: firewall.Provenance{ToolID: it.ID, Server: it.Server, UpstreamName: it.UpstreamName, Attempts: 1,
-			DurationMS: float64(took.Microseconds()) / 1000},
-	}
-	if res.IsError {
-		env.Status = firewall.StatusError
-	}
+	env := newEnvelope(it, res.IsError, took)
 	if r.fw == nil {
 		inlineEnvelope(&env, res)
 		return env, nil
@@ -142,7 +132,15 @@ func (r *Runtime) shape(ctx context.Context, ss *mcp.ServerSession, it *catalog.
 
 // bareEnvelope is the envelope of a result that passes the firewall by:
 // kept for the idempotency record of a direct call.
-func (r *Runtime) bareEnvelope(it *catalog.Item, res firewall.Result, took time.Duration) firewall.Envelope {
+func bareEnvelope(it *catalog.Item, res firewall.Result, took time.Duration) firewall.Envelope {
+	env := newEnvelope(it, res.IsError, took)
+	inlineEnvelope(&env, res)
+	return env
+}
+
+// newEnvelope is the envelope of one result of it, before the firewall
+// fills it.
+func newEnvelope(it *catalog.Item, isError bool, took time.Duration) firewall.Envelope {
 	env := firewall.Envelope{
 		Status:    firewall.StatusOK,
 		Facts:     []string{},
@@ -151,10 +149,9 @@ func (r *Runtime) bareEnvelope(it *catalog.Item, res firewall.Result, took time.
 		Provenance: firewall.Provenance{ToolID: it.ID, Server: it.Server, UpstreamName: it.UpstreamName, Attempts: 1,
 			DurationMS: float64(took.Microseconds()) / 1000},
 	}
-	if res.IsError {
+	if isError {
 		env.Status = firewall.StatusError
 	}
-	inlineEnvelope(&env, res)
 	return env
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -379,12 +380,16 @@ func blockClientToken(ctx context.Context) *Error {
 		withDetail("reason_codes", []string{ReasonClientToken})
 }
 
-// listFilter is the receiving middleware that shapes tools/list per caller
-// (spec 001 MUST 3): the go-sdk's listing is global, so catalog entries the
-// caller may not see are removed from each page.
+// listed are the list methods listFilter shapes.
+var listed = map[string]bool{"tools/list": true, "prompts/list": true, "resources/list": true, "resources/templates/list": true}
+
+// listFilter is the receiving middleware that shapes the list methods per
+// caller (spec 001 MUST 3): the go-sdk's listings are global, so entries
+// the caller may not see are removed from each page. Every listing gets a
+// receipt.
 func (r *Runtime) listFilter(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method != "tools/list" {
+		if !listed[method] {
 			return next(ctx, method, req)
 		}
 		start := time.Now()
@@ -392,38 +397,62 @@ func (r *Runtime) listFilter(next mcp.MethodHandler) mcp.MethodHandler {
 		c := r.newCaller(req.GetExtra(), ss)
 		r.startReceipt(c, method, nil, start)
 		res, err := next(ctx, method, req)
-		lr, ok := res.(*mcp.ListToolsResult)
-		if err != nil || !ok || lr == nil || !r.filtering() {
-			e := (*Error)(nil)
-			if err != nil {
-				e = newError(CodeInternal, "tools/list failed")
-			}
-			out, _ := res.(*mcp.ListToolsResult)
-			r.finishList(c, out, e, time.Since(start))
+		if err != nil {
+			r.finishList(c, nil, newError(CodeInternal, "%s failed", method), time.Since(start))
 			return res, err
 		}
-		ctx = withCaller(ctx, c)
-		st := r.state.Load()
-		kept := make([]*mcp.Tool, 0, len(lr.Tools))
-		for _, t := range lr.Tools {
+		if r.filtering() && res != nil {
+			res = r.filterList(withCaller(ctx, c), res)
+		}
+		r.finishList(c, res, nil, time.Since(start))
+		return res, nil
+	}
+}
+
+// filterList removes from one page of a listing what the caller may not
+// see. Entries that are not catalog items (the meta-tools) stay.
+func (r *Runtime) filterList(ctx context.Context, res mcp.Result) mcp.Result {
+	st := r.state.Load()
+	hidden := func(id string, kind toolid.Kind) bool {
+		it, ok := st.snap.Lookup(id)
+		return ok && it.Kind == kind && !r.visible(ctx, st, it)
+	}
+	switch lr := res.(type) {
+	case *mcp.ListToolsResult:
+		out := *lr
+		out.Tools = slices.DeleteFunc(slices.Clone(lr.Tools), func(t *mcp.Tool) bool {
 			id := t.Name
 			if d, ok := st.exp.tools[t.Name]; ok {
 				id = d
 			}
-			if it, ok := st.snap.Lookup(id); ok && it.Kind == toolid.KindTool && !r.visible(ctx, st, it) {
-				continue
-			}
-			kept = append(kept, t)
-		}
+			return hidden(id, toolid.KindTool)
+		})
+		return &out
+	case *mcp.ListPromptsResult:
 		out := *lr
-		out.Tools = kept
-		r.finishList(c, &out, nil, time.Since(start))
-		return &out, nil
+		out.Prompts = slices.DeleteFunc(slices.Clone(lr.Prompts), func(p *mcp.Prompt) bool {
+			return hidden(st.exp.prompts[p.Name], toolid.KindPrompt)
+		})
+		return &out
+	case *mcp.ListResourcesResult:
+		out := *lr
+		out.Resources = slices.DeleteFunc(slices.Clone(lr.Resources), func(rs *mcp.Resource) bool {
+			return hidden(st.exp.resources[rs.URI], toolid.KindResource)
+		})
+		return &out
+	case *mcp.ListResourceTemplatesResult:
+		out := *lr
+		out.ResourceTemplates = slices.DeleteFunc(slices.Clone(lr.ResourceTemplates), func(t *mcp.ResourceTemplate) bool {
+			o, ok := st.exp.templates[t.URITemplate]
+			return ok && !r.visible(ctx, st, templateItem(o.owner.name(), t.URITemplate))
+		})
+		return &out
 	}
+	return res
 }
 
-// finishList emits the receipt of one tools/list.
-func (r *Runtime) finishList(c *caller, res *mcp.ListToolsResult, e *Error, took time.Duration) {
+// finishList emits the receipt of one listing.
+func (r *Runtime) finishList(c *caller, res mcp.Result, e *Error, took time.Duration) {
 	var tr *mcp.CallToolResult
 	if res != nil {
 		tr = &mcp.CallToolResult{}
