@@ -94,6 +94,12 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, owner map[strin
 	for _, t := range r.metaTools() {
 		reserved[t.Name] = true
 	}
+	if r.opts.Mode == ModeGateway {
+		// The resource and prompt verbs come and go with the catalog.
+		for _, n := range []string{ResourceBrowse, ResourceRead, PromptBrowse, PromptGet} {
+			reserved[n] = true
+		}
+	}
 	type claim struct {
 		name string
 		it   *catalog.Item
@@ -205,11 +211,12 @@ func (r *Runtime) syncExposure(old, next *state) {
 			}
 		}
 		t, err := directTool(name, it)
+		if err == nil {
+			err = guarded(func() { r.server.AddTool(t, r.handleDirect) })
+		}
 		if err != nil {
 			r.log.Warn("tool not listed directly", "tool_id", id, "err", err)
-			continue
 		}
-		r.server.AddTool(t, r.handleDirect)
 	}
 	for _, name := range sortedKeys(next.exp.prompts) {
 		id := next.exp.prompts[name]
@@ -219,7 +226,9 @@ func (r *Runtime) syncExposure(old, next *state) {
 				continue
 			}
 		}
-		r.server.AddPrompt(directPrompt(name, it), r.handleDirectPrompt)
+		if err := guarded(func() { r.server.AddPrompt(directPrompt(name, it), r.handleDirectPrompt) }); err != nil {
+			r.log.Warn("prompt not listed directly", "prompt_id", id, "err", err)
+		}
 	}
 	for _, uri := range sortedKeys(next.exp.resources) {
 		id := next.exp.resources[uri]
@@ -230,7 +239,10 @@ func (r *Runtime) syncExposure(old, next *state) {
 			}
 		}
 		d := it.Resource
-		r.server.AddResource(&mcp.Resource{URI: d.URI, Name: d.Name, Title: d.Title, Description: d.Description, MIMEType: d.MIMEType, Size: d.Size, Meta: d.Meta}, r.handleDirectResource)
+		res := &mcp.Resource{URI: d.URI, Name: d.Name, Title: d.Title, Description: d.Description, MIMEType: d.MIMEType, Size: d.Size, Meta: d.Meta}
+		if err := guarded(func() { r.server.AddResource(res, r.handleDirectResource) }); err != nil {
+			r.log.Warn("resource not listed directly", "resource_id", id, "err", err)
+		}
 	}
 	for _, ut := range sortedKeys(next.exp.templates) {
 		n := next.exp.templates[ut]
@@ -238,8 +250,24 @@ func (r *Runtime) syncExposure(old, next *state) {
 			continue
 		}
 		t := *n.t
-		r.server.AddResourceTemplate(&t, r.handleDirectResource)
+		if err := guarded(func() { r.server.AddResourceTemplate(&t, r.handleDirectResource) }); err != nil {
+			r.log.Warn("resource template not listed directly", "upstream", n.owner.name(), "uri_template", ut, "err", err)
+		}
 	}
+}
+
+// guarded runs one registration with the go-sdk server, which panics on
+// definitions it cannot serve (an input schema that is not an object, an
+// invalid URI template, ...); an upstream's definitions are outside input,
+// so such a panic becomes an error and the item is not listed.
+func guarded(add func()) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the definition cannot be served: %v", v)
+		}
+	}()
+	add()
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -268,6 +296,14 @@ func directTool(name string, it *catalog.Item) (*mcp.Tool, error) {
 	t.InputSchema = d.InputSchema
 	if len(d.InputSchema) == 0 {
 		t.InputSchema = json.RawMessage(`{"type":"object"}`)
+	} else {
+		var m map[string]any
+		if err := json.Unmarshal(d.InputSchema, &m); err != nil || m == nil {
+			return nil, fmt.Errorf("the input schema is not a JSON object")
+		}
+		if m["type"] != "object" {
+			return nil, fmt.Errorf("the input schema's type is %v, not object", m["type"])
+		}
 	}
 	if len(d.OutputSchema) > 0 {
 		t.OutputSchema = d.OutputSchema

@@ -33,6 +33,9 @@ const (
 	// shared upstream session, so the request cannot be attributed to
 	// one of them (sessions: per_client removes the ambiguity).
 	CodeRelayAmbiguous = "RELAY_AMBIGUOUS"
+	// CodeClientError: the request was forwarded and the client answered
+	// with an error (or did not answer); receipts only.
+	CodeClientError = "CLIENT_ERROR"
 )
 
 // relayError is what a refused server-to-client request answers.
@@ -273,22 +276,35 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 	rc := receipts.New(method, start)
 	rc.MCP.ServerID = uc.Name()
 	rc.Decision = receipts.Decision{Result: "allow", PolicyID: r.policyID(), ReasonCodes: []string{r.allowReason()}}
-	fail := func(code string, err error) error {
-		if rc.Decision.Result == "allow" && code != "" && code != "UPSTREAM_ERROR" {
-			rc.Decision.Result = "deny"
-			rc.Decision.ReasonCodes = append([]string{code}, rc.Decision.ReasonCodes...)
+	done := func(code string, err error) error {
+		rc.Outcome.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		if err == nil {
+			rc.Outcome.Status = receipts.StatusSuccess
+			r.emit(rc)
+			return nil
 		}
 		rc.Outcome.Status, rc.Outcome.ErrorCode = receipts.StatusError, code
-		rc.Outcome.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		if code != CodeClientError {
+			// The gateway refused it.
+			rc.Decision.Result = "deny"
+			rc.Decision.ReasonCodes = append([]string{code}, rc.Decision.ReasonCodes...)
+			r.log.Info("server-to-client request refused", "upstream", uc.Name(), "method", method, "code", code)
+		} else {
+			r.log.Debug("server-to-client request failed at the client", "upstream", uc.Name(), "method", method, "err", err)
+		}
 		r.emit(rc)
-		r.log.Info("server-to-client request not forwarded", "upstream", uc.Name(), "method", method, "code", code, "err", err)
 		return err
 	}
 	f, rerr := r.relay.target(hctx, uc)
 	if rerr != nil {
-		return fail(rerr.code, rerr)
+		return done(rerr.code, rerr)
 	}
+	st := r.state.Load()
 	rc.MCP.ToolID = f.toolID
+	rc.MCP.TrustLevel = r.upstreamOf(st, f.server).trust
+	if it, ok := st.snap.Lookup(f.toolID); ok {
+		rc.MCP.ToolName = it.UpstreamName
+	}
 	if f.c != nil {
 		if !f.c.p.IsZero() {
 			rc.Principal = receipts.PrincipalOf(f.c.p)
@@ -298,11 +314,11 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 		}
 	}
 	if f.session() == nil {
-		return fail(CodeClientCapabilityMissing, &relayError{CodeClientCapabilityMissing, "the call has no client session to ask"})
+		return done(CodeClientCapabilityMissing, &relayError{CodeClientCapabilityMissing, "the call has no client session to ask"})
 	}
 	if d := r.decideRelay(f, action); d != nil {
 		rc.Decision = receipts.Decision{Result: "deny", PolicyID: d.PolicyID, ReasonCodes: d.ReasonCodes}
-		return fail(CodeRelayDenied, &relayError{CodeRelayDenied, fmt.Sprintf("the policy does not let upstream %q send %s to this client", f.server, method)})
+		return done(CodeRelayDenied, &relayError{CodeRelayDenied, fmt.Sprintf("the policy does not let upstream %q send %s to this client", f.server, method)})
 	}
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
@@ -311,14 +327,11 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 	if err := send(ctx, f); err != nil {
 		var re *relayError
 		if errors.As(err, &re) {
-			return fail(re.code, err)
+			return done(re.code, err)
 		}
-		return fail("UPSTREAM_ERROR", err)
+		return done(CodeClientError, err)
 	}
-	rc.Outcome.Status = receipts.StatusSuccess
-	rc.Outcome.DurationMS = float64(time.Since(start).Microseconds()) / 1000
-	r.emit(rc)
-	return nil
+	return done("", nil)
 }
 
 // decideRelay asks the incident state and the policy whether the upstream

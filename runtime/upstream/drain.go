@@ -34,12 +34,23 @@ type sseCounter struct {
 	line  []byte // the current line, up to maxProbe
 	over  bool   // the current line exceeded maxProbe
 	data  []byte // the current event's data, up to maxProbe
+	// other is set when the current event is named, and not "message":
+	// the go-sdk client skips such events.
+	other bool
 }
 
 // Read implements io.Reader.
 func (s *sseCounter) Read(p []byte) (int, error) {
 	n, err := s.ReadCloser.Read(p)
 	s.scan(p[:n])
+	if err == io.EOF {
+		// The go-sdk delivers an event the stream ends without a blank
+		// line after, too.
+		if len(s.line) > 0 {
+			s.endLine()
+		}
+		s.endLine()
+	}
 	return n, err
 }
 
@@ -71,13 +82,16 @@ func (s *sseCounter) endLine() {
 	s.line, s.over = s.line[:0], false
 	switch {
 	case len(line) == 0:
-		if len(s.data) > 0 && isRelayed(s.data) {
+		if len(s.data) > 0 && !s.other && isRelayed(s.data) {
 			s.count()
 		}
-		s.data = s.data[:0]
+		s.data, s.other = s.data[:0], false
+	case bytes.HasPrefix(line, []byte("event:")):
+		name := string(bytes.TrimSpace(bytes.TrimPrefix(line, []byte("event:"))))
+		s.other = name != "" && name != "message"
 	case bytes.HasPrefix(line, []byte("data:")):
 		v := bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))
-		if len(s.data) > 0 {
+		if len(s.data) > 0 && len(s.data) < maxProbe {
 			s.data = append(s.data, '\n')
 		}
 		s.data = append(s.data, v[:min(len(v), maxProbe-min(len(s.data), maxProbe))]...)
