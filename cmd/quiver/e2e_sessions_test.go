@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,4 +76,79 @@ upstreams:
 	if got := upstreamPIDs(t, record); !slices.Contains(got, pidB) || len(got) != 2 {
 		t.Fatalf("B's call after A left: children %v", got)
 	}
+}
+
+// TestE2EMultiRoundTripUpstreamShared: an upstream on protocol 2026-07-28
+// asks for input with an input-required result instead of a request of its
+// own; quiver's client fulfils it on the context of the call that got it,
+// so even on one shared upstream session each of two clients calling at
+// the same time is asked its own question.
+func TestE2EMultiRoundTripUpstreamShared(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "quiver.yaml")
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`mode: direct
+environment: dev
+state_dir: %s
+upstreams:
+  - name: up
+    command: [%q, "-name", "up", "-extras"]
+`, filepath.Join(dir, "state"), upstreamBin)), 0o644))
+	srv := startHTTP(t, "--config", cfg)
+
+	client := func(name string) *mcp.ClientSession {
+		c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ClientOptions{
+			ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				if !strings.Contains(req.Params.Message, name) {
+					return nil, fmt.Errorf("client %s was asked %q", name, req.Params.Message)
+				}
+				// Hold the answer a moment so that both calls are in flight
+				// on the shared upstream session together.
+				time.Sleep(100 * time.Millisecond)
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "from " + name}}, nil
+			},
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	sessions := map[string]*mcp.ClientSession{"alice": client("alice"), "bob": client("bob")}
+	var wg sync.WaitGroup
+	for name, cs := range sessions {
+		wg.Go(func() {
+			for i := range 3 {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__ask", Arguments: map[string]any{"question": fmt.Sprintf("%s, round %d?", name, i)}})
+				cancel()
+				if err != nil || res.IsError {
+					t.Errorf("%s: %v %s", name, err, sessionResultText(res))
+					return
+				}
+				if got, want := sessionResultText(res), `asked: accept {"answer":"from `+name+`"}`; got != want {
+					t.Errorf("%s got %q, want %q", name, got, want)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.Log(srv.log())
+	}
+}
+
+func sessionResultText(res *mcp.CallToolResult) string {
+	if res == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
 }

@@ -538,8 +538,8 @@ func (a *app) addTools() {
 		})
 }
 
-// addExtras adds what -extras enables: the tools sample, elicit, log and
-// touch, and the resource template test://items/{id}.
+// addExtras adds what -extras enables: the tools sample, elicit, ask, log
+// and touch, and the resource template test://items/{id}.
 func (a *app) addExtras() {
 	s := a.server
 	mcp.AddTool(s, &mcp.Tool{Name: "sample", Description: "Ask the client to sample its model (sampling/createMessage) and return the answer."},
@@ -574,6 +574,20 @@ func (a *app) addExtras() {
 				return errorResult(err.Error()), nil, nil
 			}
 			return textResult(fmt.Sprintf("elicited: %s %s", res.Action, content)), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "Ask the client's user a question the multi-round-trip way (protocol 2026-07-28: an input-required result; the go-sdk turns it into elicitation/create for older clients)."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in elicitIn) (*mcp.CallToolResult, any, error) {
+			if res, ok := req.Params.InputResponses["answer"].(*mcp.ElicitResult); ok && res != nil {
+				content, err := json.Marshal(res.Content)
+				if err != nil {
+					return errorResult(err.Error()), nil, nil
+				}
+				return textResult(fmt.Sprintf("asked: %s %s", res.Action, content)), nil, nil
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
+				"answer": &mcp.ElicitParams{Message: in.Question, RequestedSchema: json.RawMessage(
+					`{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}`)},
+			}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "log", Description: "Send one notifications/message at the given level."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in logIn) (*mcp.CallToolResult, any, error) {
