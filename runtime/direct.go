@@ -27,8 +27,9 @@ type exposure struct {
 	// templates maps a URI template to the upstream serving it.
 	templates map[string]ownedTemplate
 	// withheld lists what could not be exposed because its name was taken,
-	// one line each.
-	withheld []string
+	// one line each; clashes are those of them a tool_prefix resolves
+	// (tools and prompts), which fail a start.
+	withheld, clashes []string
 }
 
 // ownedTemplate is a resource template and the upstream that serves it.
@@ -114,6 +115,12 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, owner map[strin
 			if kind == toolid.KindTool && !r.exposedTool(it, name) {
 				continue
 			}
+			if kind == toolid.KindTool && !it.SchemaOK() {
+				// Its schema failed the catalog's checks: listing it would
+				// hand the client a schema it cannot use.
+				next.withheld = append(next.withheld, fmt.Sprintf("tool %q of server %q: its input schema failed the catalog's checks", name, it.Server))
+				continue
+			}
 			claims = append(claims, claim{name, it})
 		}
 		// Names held before stay with their holder.
@@ -129,10 +136,16 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, owner map[strin
 			holder, taken := names[c.name]
 			switch {
 			case reserved[c.name] && kind == toolid.KindTool:
-				next.withheld = append(next.withheld, fmt.Sprintf("%s %q of server %q: the name is a quiver meta-tool's", what, c.name, c.it.Server))
+				w := fmt.Sprintf("%s %q of server %q: the name is a quiver meta-tool's (set tool_prefix)", what, c.name, c.it.Server)
+				next.withheld, next.clashes = append(next.withheld, w), append(next.clashes, w)
+			case taken && kind == toolid.KindResource:
+				// A URI is no name to prefix: the first upstream serves it.
+				other, _ := snap.Lookup(holder)
+				next.withheld = append(next.withheld, fmt.Sprintf("%s %q of server %q: server %q serves the same URI", what, c.name, c.it.Server, other.Server))
 			case taken:
 				other, _ := snap.Lookup(holder)
-				next.withheld = append(next.withheld, fmt.Sprintf("%s %q of server %q: the name is taken by server %q (set tool_prefix)", what, c.name, c.it.Server, other.Server))
+				w := fmt.Sprintf("%s %q of server %q: the name is taken by server %q (set tool_prefix)", what, c.name, c.it.Server, other.Server)
+				next.withheld, next.clashes = append(next.withheld, w), append(next.clashes, w)
 			default:
 				names[c.name] = c.it.ID
 			}
@@ -336,8 +349,41 @@ func (r *Runtime) handleDirect(ctx context.Context, req *mcp.CallToolRequest) (*
 		if !ok {
 			return nil, newError(CodeHydrateFailed, "no tool named %q in the current catalog", req.Params.Name).withPath("name")
 		}
-		return r.execute(ctx, req.Session, &executeArgs{ToolID: id, Args: req.Params.Arguments}, true)
+		a := &executeArgs{ToolID: id, Args: req.Params.Arguments}
+		if e := directMeta(req.Params.Meta, a); e != nil {
+			return nil, e
+		}
+		return r.execute(ctx, req.Session, a, true)
 	})
+}
+
+// The _meta keys by which a direct call passes what tool_execute takes as
+// arguments beside the tool's own: a write tool's idempotency key, and the
+// document hashes a write expects.
+const (
+	MetaIdempotencyKey         = "dev.quiver-mcp/idempotency_key"
+	MetaExpectedDocumentHashes = "dev.quiver-mcp/expected_document_hashes"
+)
+
+// directMeta reads the _meta keys of a direct call into a.
+func directMeta(m mcp.Meta, a *executeArgs) *Error {
+	if v, ok := m[MetaIdempotencyKey]; ok {
+		k, ok := v.(string)
+		if !ok {
+			return newError(CodeArgsInvalid, "_meta %s must be a string", MetaIdempotencyKey).withPath("_meta")
+		}
+		a.IdempotencyKey = &k
+	}
+	if v, ok := m[MetaExpectedDocumentHashes]; ok {
+		b, err := json.Marshal(v)
+		if err == nil {
+			err = json.Unmarshal(b, &a.ExpectedDocumentHashes)
+		}
+		if err != nil {
+			return newError(CodeArgsInvalid, "_meta %s must be a list of {pointer, hash}", MetaExpectedDocumentHashes).withPath("_meta")
+		}
+	}
+	return nil
 }
 
 // directMaxBinary is the most binary content (base64 bytes) a direct
@@ -349,7 +395,7 @@ const directMaxBinary = 1 << 20
 // tool), or the result is small: its text within the inline token budget
 // and its binary content within directMaxBinary.
 func (r *Runtime) verbatim(it *catalog.Item, res *mcp.CallToolResult) bool {
-	if r.fw == nil || matchAny(r.opts.FirewallOffFor, it.ID, it.UpstreamName) {
+	if r.fw == nil || r.firewallOffFor(it) {
 		return true
 	}
 	budget := r.opts.MaxInlineTokens
@@ -384,6 +430,12 @@ func (r *Runtime) verbatim(it *catalog.Item, res *mcp.CallToolResult) bool {
 		return true
 	}
 	return r.cards.Counter().Count(text.String()) <= budget
+}
+
+// firewallOffFor reports whether Options.FirewallOffFor exempts a tool from
+// the firewall: its results are returned inline, however large.
+func (r *Runtime) firewallOffFor(it *catalog.Item) bool {
+	return len(r.opts.FirewallOffFor) > 0 && matchAny(r.opts.FirewallOffFor, it.ID, it.UpstreamName)
 }
 
 // directResult is what a direct call answers for an envelope the firewall

@@ -145,10 +145,6 @@ func TestDirectExposeCollisionFailsStart(t *testing.T) {
 			staticUpstream("a", "", []string{"one"}, []string{"greet"}, nil),
 			staticUpstream("b", "", []string{"two"}, []string{"greet"}, nil),
 		}, []string{"name collision", `prompt "greet" of server "b"`}},
-		{"resources, whatever the prefixes", []UpstreamOptions{
-			staticUpstream("a", "a_", nil, nil, []string{"file:///same"}),
-			staticUpstream("b", "b_", nil, nil, []string{"file:///same"}),
-		}, []string{"name collision", `resource "file:///same" of server "b"`}},
 		{"a meta-tool's name", []UpstreamOptions{
 			staticUpstream("a", "", []string{ToolView, "ok"}, nil, nil),
 		}, []string{"name collision", `tool "tool_view" of server "a": the name is a quiver meta-tool's`}},
@@ -166,6 +162,27 @@ func TestDirectExposeCollisionFailsStart(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A URI is no name a tool_prefix could change: two upstreams serving one
+// URI start, the first configured serves it, and the second's is withheld.
+func TestDirectExposeSameResourceURI(t *testing.T) {
+	t.Parallel()
+	rt, err := newDirectRuntime(t, Options{Mode: ModeDirect, Upstreams: []UpstreamOptions{
+		staticUpstream("a", "a_", nil, nil, []string{"file:///same"}),
+		staticUpstream("b", "b_", nil, nil, []string{"file:///same"}),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := rt.state.Load().exp
+	id, ok := exp.resources["file:///same"]
+	if it, found := rt.state.Load().snap.Lookup(id); !ok || !found || it.Server != "a" {
+		t.Fatalf("file:///same is served by %q, want a", id)
+	}
+	if len(exp.withheld) != 1 || !strings.Contains(exp.withheld[0], `resource "file:///same" of server "b": server "a" serves the same URI`) || len(exp.clashes) != 0 {
+		t.Fatalf("withheld %q, clashes %q", exp.withheld, exp.clashes)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -76,7 +77,7 @@ func (r *Runtime) handleDirectPrompt(ctx context.Context, req *mcp.GetPromptRequ
 		if err != nil {
 			return classify(err)
 		}
-		out = res
+		out = &mcp.GetPromptResult{Meta: scrubMeta(res.Meta), Description: res.Description, Messages: res.Messages}
 		return nil
 	})
 	return out, err
@@ -102,7 +103,7 @@ func (r *Runtime) handleDirectResource(ctx context.Context, req *mcp.ReadResourc
 		if err != nil {
 			return classify(err)
 		}
-		out = res
+		out = &mcp.ReadResourceResult{Meta: scrubMeta(res.Meta), Contents: res.Contents}
 		return nil
 	})
 	return out, err
@@ -166,6 +167,9 @@ func (r *Runtime) handleComplete(ctx context.Context, req *mcp.CompleteRequest) 
 			}
 		case "ref/resource":
 			if o, ok := st.exp.templates[ref.URI]; ok {
+				if !r.visible(ctx, st, templateItem(o.owner.name(), ref.URI)) {
+					return newError(CodeResourceNotFound, "no resource template %q", ref.URI)
+				}
 				c = o.owner
 				break
 			}
@@ -183,7 +187,7 @@ func (r *Runtime) handleComplete(ctx context.Context, req *mcp.CompleteRequest) 
 		if err != nil {
 			return classify(err)
 		}
-		out = res
+		out = &mcp.CompleteResult{Meta: scrubMeta(res.Meta), Completion: res.Completion}
 		return nil
 	})
 	return out, err
@@ -236,4 +240,33 @@ func (r *Runtime) handleUnsubscribe(ctx context.Context, req *mcp.UnsubscribeReq
 func templateItem(server, uri string) *catalog.Item {
 	return &catalog.Item{ID: string(toolid.KindResource) + "::" + server + "/" + uri, Kind: toolid.KindResource,
 		Server: server, Namespace: toolid.Namespace(server), UpstreamName: uri}
+}
+
+// reservedMeta is the _meta key prefix the MCP specification reserves for
+// itself.
+const reservedMeta = "io.modelcontextprotocol/"
+
+// scrubMeta drops, from the _meta of a result passed on as it is, the
+// reserved keys: they describe the upstream session (its server info, its
+// protocol), not quiver's session with the client.
+func scrubMeta(m mcp.Meta) mcp.Meta {
+	var out mcp.Meta
+	for k, v := range m {
+		if strings.HasPrefix(k, reservedMeta) {
+			continue
+		}
+		if out == nil {
+			out = mcp.Meta{}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// verbatimResult is a tool result as quiver passes it on: the upstream's,
+// less what belongs to the upstream session's protocol (reserved _meta
+// keys, the result type of protocol 2026-07-28). It is a new value: the
+// upstream's may be shared with the cache.
+func verbatimResult(res *mcp.CallToolResult) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Meta: scrubMeta(res.Meta), Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}
 }

@@ -367,7 +367,7 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 	fres := toFirewall(res.Content, res.StructuredContent, res.IsError)
 	verbatim := direct && r.verbatim(it, res)
 	var env firewall.Envelope
-	if verbatim {
+	if verbatim || r.firewallOffFor(it) {
 		env = bareEnvelope(it, fres, took)
 	} else {
 		var e *Error
@@ -393,7 +393,7 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 	complete(storedOutcome{Envelope: &env, IsError: res.IsError})
 	switch {
 	case verbatim:
-		return res, nil
+		return verbatimResult(res), nil
 	case direct:
 		return directResult(env, res.IsError, it), nil
 	}

@@ -450,7 +450,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		r.wg.Wait()
 		return err
 	}
-	if w := r.state.Load().exp.withheld; len(w) > 0 {
+	if w := r.state.Load().exp.clashes; len(w) > 0 {
 		cancel()
 		r.wg.Wait()
 		return fmt.Errorf("direct exposure: name collision: %s", strings.Join(w, "; "))
