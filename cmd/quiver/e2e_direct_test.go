@@ -1395,8 +1395,8 @@ func TestE2EDirectGuards(t *testing.T) {
 		{"alpha__big_log", map[string]any{"lines": 3}, "", true},
 		// Unclassified tools are denied in prod.
 		{"alpha__whoami", nil, "TOOL_UNCLASSIFIED_DENIED", false},
-		// A registry write tool needs an idempotency_key, which a direct
-		// call has no way to give.
+		// A registry write tool needs an idempotency_key (a direct call
+		// gives it in _meta, below).
 		{"alpha__echo", map[string]any{"text": "hi"}, "IDEMPOTENCY_KEY_REQUIRED", false},
 		// The read-side document guard: big_log's text is at most 1024
 		// bytes.
@@ -1412,6 +1412,30 @@ func TestE2EDirectGuards(t *testing.T) {
 		if sent := after > before; sent != c.sent {
 			t.Errorf("%s %v: sent upstream %v, want %v", c.tool, c.args, sent, c.sent)
 		}
+	}
+	// A direct call gives the key in _meta: the write runs once, and its
+	// repeat is answered from the idempotency record, as it was.
+	keyed := func(key string, text string) *mcp.CallToolResult {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__echo", Arguments: map[string]any{"text": text},
+			Meta: mcp.Meta{"dev.quiver-mcp/idempotency_key": key}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	before := f.calls(t)["alpha/echo"]
+	first, again := keyed("k-direct-meta", "once"), keyed("k-direct-meta", "once")
+	if first.IsError || dJSON(t, first.Content) != dJSON(t, again.Content) {
+		t.Fatalf("keyed direct write: %s, then %s", dJSON(t, first), dJSON(t, again))
+	}
+	if n := f.calls(t)["alpha/echo"] - before; n != 1 {
+		t.Fatalf("keyed direct write reached the upstream %d times, want 1", n)
+	}
+	if res := keyed("k-direct-meta", "other"); !res.IsError || !strings.Contains(dJSON(t, res), "IDEMPOTENCY_KEY_REUSED") {
+		t.Fatalf("same key, other arguments: %s", dJSON(t, res))
 	}
 	// tool_execute with a key runs the write tool exposed above.
 	ids := toolIDs(t, cs, "alpha")
