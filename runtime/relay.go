@@ -59,8 +59,96 @@ type flight struct {
 	token   any
 	upToken string
 	// server and toolID name what is being called (for policy and
-	// receipts); toolID is "" for requests that are not tool calls.
+	// receipts); toolID is "" for requests that are not tool calls, or
+	// when the flight stands for a whole session.
 	server, toolID string
+
+	// The server-to-client requests forwarded for this call: they run
+	// under fctx, which ends with the call, and the call waits for them to
+	// unwind before it answers (see end). Flights that stand for a session
+	// have no end.
+	mu      sync.Mutex
+	fwd     sync.WaitGroup
+	active  int
+	ended   bool
+	// cut is set when a forwarded request ended by cancellation: its
+	// notifications/cancelled may still be on its way to the client.
+	cut     bool
+	fctx    context.Context
+	fcancel context.CancelFunc
+}
+
+// enter registers a forwarded request; it reports false once the call has
+// ended.
+func (f *flight) enter() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.ended {
+		return false
+	}
+	f.active++
+	f.fwd.Add(1)
+	return true
+}
+
+// leave ends a forwarded request registered with enter; cut tells that it
+// ended by cancellation.
+func (f *flight) leave(cut bool) {
+	f.mu.Lock()
+	f.active--
+	f.cut = f.cut || cut
+	f.mu.Unlock()
+	f.fwd.Done()
+}
+
+// forwardCtx is the context a forwarded request of f runs under.
+func (f *flight) forwardCtx() context.Context {
+	if f.fctx != nil {
+		return f.fctx
+	}
+	return f.ctx
+}
+
+// unwindTimeout bounds how long a finished call waits for its forwarded
+// requests to be cancelled, and unwindGrace is the time it then leaves the
+// go-sdk to send their notifications/cancelled (it sends them from a
+// goroutine of its own) on the call's stream before the call's answer
+// closes it.
+const (
+	unwindTimeout = time.Second
+	unwindGrace   = 10 * time.Millisecond
+)
+
+// end cancels the requests still forwarded for the call and waits for
+// them, so that the client learns of their cancellation before the call's
+// answer.
+func (f *flight) end() {
+	f.mu.Lock()
+	f.ended = true
+	active := f.active
+	f.mu.Unlock()
+	if f.fcancel == nil {
+		return
+	}
+	f.fcancel()
+	if active > 0 {
+		done := make(chan struct{})
+		go func() {
+			f.fwd.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(unwindTimeout):
+			return
+		}
+	}
+	f.mu.Lock()
+	cut := f.cut
+	f.mu.Unlock()
+	if cut {
+		time.Sleep(unwindGrace)
+	}
 }
 
 func (f *flight) session() *mcp.ServerSession {
@@ -84,6 +172,9 @@ type flightKey struct{}
 // session belongs to one downstream session, and a multi-round-trip
 // upstream answers on the call's own context: both are exact.
 type relay struct {
+	// base is the runtime's context: what is sent for a session rather
+	// than for one of its calls is sent with it.
+	base    context.Context
 	mu      sync.Mutex
 	seq     uint64
 	flights map[*upstream.Client]map[uint64]*flight
@@ -94,7 +185,7 @@ type relay struct {
 }
 
 func newRelay() *relay {
-	return &relay{flights: map[*upstream.Client]map[uint64]*flight{}, tokens: map[string]*flight{}, owners: map[*upstream.Client]*flight{}}
+	return &relay{base: context.Background(), flights: map[*upstream.Client]map[uint64]*flight{}, tokens: map[string]*flight{}, owners: map[*upstream.Client]*flight{}}
 }
 
 // begin registers a call on upstream client uc made for the downstream
@@ -107,6 +198,7 @@ func (rl *relay) begin(ctx context.Context, uc *upstream.Client, server, toolID 
 	rl.mu.Lock()
 	rl.seq++
 	f := &flight{id: rl.seq, ctx: ctx, c: c, server: server, toolID: toolID}
+	f.fctx, f.fcancel = context.WithCancel(ctx)
 	if c != nil && c.progress != nil {
 		f.token = c.progress
 		f.upToken = "quiver-" + strconv.FormatUint(f.id, 10)
@@ -129,11 +221,16 @@ func (rl *relay) begin(ctx context.Context, uc *upstream.Client, server, toolID 
 			delete(rl.tokens, f.upToken)
 		}
 		rl.mu.Unlock()
+		f.end()
 	}
 }
 
 // target finds the downstream request that a message of upstream client uc
-// belongs to; hctx is the context the message was delivered with.
+// belongs to; hctx is the context the message was delivered with. When one
+// client has several calls in flight there, the message belongs to the
+// client but to none of its calls in particular: the flight returned then
+// stands for the session (base context, no tool, no end), so the message
+// neither travels on nor ends with an unrelated call's stream.
 func (rl *relay) target(hctx context.Context, uc *upstream.Client) (*flight, *relayError) {
 	if f, ok := hctx.Value(flightKey{}).(*flight); ok {
 		return f, nil
@@ -141,16 +238,26 @@ func (rl *relay) target(hctx context.Context, uc *upstream.Client) (*flight, *re
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	var pick *flight
+	n := 0
 	for _, f := range rl.flights[uc] {
 		if pick != nil && pick.session() != f.session() {
 			return nil, &relayError{CodeRelayAmbiguous, fmt.Sprintf("calls of several clients are in flight on the shared session of upstream %q; set sessions: per_client for it", uc.Name())}
 		}
-		if pick == nil || f.id > pick.id {
-			pick = f
-		}
+		pick = f
+		n++
 	}
-	if pick != nil {
+	switch {
+	case n == 1:
 		return pick, nil
+	case n > 1:
+		if o, ok := rl.owners[uc]; ok {
+			return o, nil
+		}
+		ctx := rl.base
+		if pick.c != nil {
+			ctx = withCaller(ctx, pick.c)
+		}
+		return &flight{ctx: ctx, c: pick.c, server: pick.server}, nil
 	}
 	if o, ok := rl.owners[uc]; ok {
 		return o, nil
@@ -320,8 +427,12 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 		rc.Decision = receipts.Decision{Result: "deny", PolicyID: d.PolicyID, ReasonCodes: d.ReasonCodes}
 		return done(CodeRelayDenied, &relayError{CodeRelayDenied, fmt.Sprintf("the policy does not let upstream %q send %s to this client", f.server, method)})
 	}
-	ctx, cancel := context.WithCancel(f.ctx)
+	if !f.enter() {
+		return done(CodeRelayNoCaller, &relayError{CodeRelayNoCaller, "the call it belongs to has ended"})
+	}
+	ctx, cancel := context.WithCancel(f.forwardCtx())
 	defer cancel()
+	defer func() { f.leave(ctx.Err() != nil) }()
 	stop := context.AfterFunc(hctx, cancel)
 	defer stop()
 	if err := send(ctx, f); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
@@ -93,14 +94,20 @@ func TestRelayTarget(t *testing.T) {
 		}
 	})
 
-	t.Run("two flights of one session: the newest", func(t *testing.T) {
+	t.Run("two flights of one session: the session", func(t *testing.T) {
 		rl, uc := newRelay(), relayClient("u")
 		_, _, done1 := rl.begin(callCtx(a, nil), uc, "srv", "srv:first")
 		defer done1()
 		_, _, done2 := rl.begin(callCtx(a, nil), uc, "srv", "srv:second")
+		// Neither call in particular: a flight that stands for the
+		// session, on the relay's base context, with no tool and no end.
 		f, err := rl.target(bg, uc)
-		if err != nil || f.toolID != "srv:second" {
-			t.Fatalf("target = %+v, %v; want the second flight", f, err)
+		if err != nil || f.session() != a || f.toolID != "" || f.server != "srv" || f.fcancel != nil || !f.enter() {
+			t.Fatalf("target = %+v, %v; want the session's flight", f, err)
+		}
+		f.leave(false)
+		if callerOf(f.ctx) == nil {
+			t.Fatal("the session's flight carries no caller")
 		}
 		// Once the newest ends, the older one is the target.
 		done2()
@@ -134,7 +141,7 @@ func TestRelayTarget(t *testing.T) {
 		_, _, done2 := rl.begin(bg, uc, "srv", "srv:y")
 		defer done2()
 		f, err := rl.target(bg, uc)
-		if err != nil || f.toolID != "srv:y" || f.session() != nil {
+		if err != nil || f.toolID != "" || f.session() != nil {
 			t.Fatalf("two caller-less flights: target = %+v, %v", f, err)
 		}
 		_, _, done3 := rl.begin(callCtx(a, nil), uc, "srv", "srv:z")
@@ -321,5 +328,41 @@ func TestRelayConcurrent(t *testing.T) {
 	defer rl.mu.Unlock()
 	if len(rl.flights) != 0 || len(rl.tokens) != 0 {
 		t.Fatalf("leftovers: flights %d tokens %d", len(rl.flights), len(rl.tokens))
+	}
+}
+
+// A call that ends cancels the requests still forwarded for it and waits
+// for them to unwind before it answers; a late request is refused.
+func TestFlightEndUnwindsForwards(t *testing.T) {
+	rl, uc := newRelay(), relayClient("u")
+	_, _, done := rl.begin(context.Background(), uc, "srv", "srv:tool")
+	f, rerr := rl.target(context.Background(), uc)
+	if rerr != nil || !f.enter() {
+		t.Fatalf("target %v, %v", f, rerr)
+	}
+	fctx := f.forwardCtx()
+	ended := make(chan struct{})
+	go func() {
+		done()
+		close(ended)
+	}()
+	select {
+	case <-fctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the forwarded request was not cancelled when its call ended")
+	}
+	select {
+	case <-ended:
+		t.Fatal("the call ended before its forwarded request unwound")
+	case <-time.After(20 * time.Millisecond):
+	}
+	f.leave(false)
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call did not end after its forwarded request unwound")
+	}
+	if f.enter() {
+		t.Fatal("a request was forwarded for a call that has ended")
 	}
 }

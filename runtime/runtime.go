@@ -420,6 +420,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
 	r.life = ctx
+	r.relay.base = ctx
 	if err := r.openSafety(ctx); err != nil {
 		return err
 	}
