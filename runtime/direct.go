@@ -182,79 +182,43 @@ func (r *Runtime) syncExposure(old, next *state) {
 		}
 	}
 	r.met.withheld(len(next.exp.withheld))
-	var goneTools, gonePrompts, goneRes, goneTmpl []string
-	for name, id := range old.exp.tools {
-		if nid, ok := next.exp.tools[name]; !ok || nid != id {
-			goneTools = append(goneTools, name)
-		}
-	}
-	for name, id := range old.exp.prompts {
-		if nid, ok := next.exp.prompts[name]; !ok || nid != id {
-			gonePrompts = append(gonePrompts, name)
-		}
-	}
-	for uri, id := range old.exp.resources {
-		if nid, ok := next.exp.resources[uri]; !ok || nid != id {
-			goneRes = append(goneRes, uri)
-		}
-	}
+	var goneTmpl []string
 	for ut, o := range old.exp.templates {
 		if n, ok := next.exp.templates[ut]; !ok || n.owner != o.owner || !sameTemplate(n.t, o.t) {
 			goneTmpl = append(goneTmpl, ut)
 		}
 	}
-	if len(goneTools) > 0 {
-		r.server.RemoveTools(goneTools...)
+	if gone := removed(old.exp.tools, next.exp.tools); len(gone) > 0 {
+		r.server.RemoveTools(gone...)
 	}
-	if len(gonePrompts) > 0 {
-		r.server.RemovePrompts(gonePrompts...)
+	if gone := removed(old.exp.prompts, next.exp.prompts); len(gone) > 0 {
+		r.server.RemovePrompts(gone...)
 	}
-	if len(goneRes) > 0 {
-		r.server.RemoveResources(goneRes...)
+	if gone := removed(old.exp.resources, next.exp.resources); len(gone) > 0 {
+		r.server.RemoveResources(gone...)
 	}
 	if len(goneTmpl) > 0 {
 		r.server.RemoveResourceTemplates(goneTmpl...)
 	}
-	for _, name := range sortedKeys(next.exp.tools) {
-		id := next.exp.tools[name]
-		it, _ := next.snap.Lookup(id)
-		if prevID, ok := old.exp.tools[name]; ok && prevID == id {
-			if prev, ok := old.snap.Lookup(id); ok && sameTool(prev, it) {
-				continue
-			}
-		}
-		t, err := directTool(name, it)
+	for _, a := range added(old, next, old.exp.tools, next.exp.tools) {
+		t, err := directTool(a.name, a.it)
 		if err == nil {
 			err = guarded(func() { r.server.AddTool(t, r.handleDirect) })
 		}
 		if err != nil {
-			r.log.Warn("tool not listed directly", "tool_id", id, "err", err)
+			r.log.Warn("tool not listed directly", "tool_id", a.it.ID, "err", err)
 		}
 	}
-	for _, name := range sortedKeys(next.exp.prompts) {
-		id := next.exp.prompts[name]
-		it, _ := next.snap.Lookup(id)
-		if prevID, ok := old.exp.prompts[name]; ok && prevID == id {
-			if prev, ok := old.snap.Lookup(id); ok && jsonEqual(prev.Prompt, it.Prompt) {
-				continue
-			}
-		}
-		if err := guarded(func() { r.server.AddPrompt(directPrompt(name, it), r.handleDirectPrompt) }); err != nil {
-			r.log.Warn("prompt not listed directly", "prompt_id", id, "err", err)
+	for _, a := range added(old, next, old.exp.prompts, next.exp.prompts) {
+		if err := guarded(func() { r.server.AddPrompt(directPrompt(a.name, a.it), r.handleDirectPrompt) }); err != nil {
+			r.log.Warn("prompt not listed directly", "prompt_id", a.it.ID, "err", err)
 		}
 	}
-	for _, uri := range sortedKeys(next.exp.resources) {
-		id := next.exp.resources[uri]
-		it, _ := next.snap.Lookup(id)
-		if prevID, ok := old.exp.resources[uri]; ok && prevID == id {
-			if prev, ok := old.snap.Lookup(id); ok && jsonEqual(prev.Resource, it.Resource) {
-				continue
-			}
-		}
-		d := it.Resource
+	for _, a := range added(old, next, old.exp.resources, next.exp.resources) {
+		d := a.it.Resource
 		res := &mcp.Resource{URI: d.URI, Name: d.Name, Title: d.Title, Description: d.Description, MIMEType: d.MIMEType, Size: d.Size, Meta: d.Meta}
 		if err := guarded(func() { r.server.AddResource(res, r.handleDirectResource) }); err != nil {
-			r.log.Warn("resource not listed directly", "resource_id", id, "err", err)
+			r.log.Warn("resource not listed directly", "resource_id", a.it.ID, "err", err)
 		}
 	}
 	for _, ut := range sortedKeys(next.exp.templates) {
@@ -294,7 +258,44 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func jsonEqual(a, b any) bool { return compactJSON(a) == compactJSON(b) }
 
-func sameTool(a, b *catalog.Item) bool { return jsonEqual(a.Tool, b.Tool) }
+// removed returns the names old lists and next does not list as the same
+// item.
+func removed(old, next map[string]string) []string {
+	var gone []string
+	for name, id := range old {
+		if nid, ok := next[name]; !ok || nid != id {
+			gone = append(gone, name)
+		}
+	}
+	return gone
+}
+
+// exposed is one name next lists and the item it lists under it.
+type exposed struct {
+	name string
+	it   *catalog.Item
+}
+
+// added returns, in name order, what next lists that old did not list
+// with the same definition (the go-sdk replaces an entry added again).
+func added(old, next *state, oldNames, nextNames map[string]string) []exposed {
+	var out []exposed
+	for _, name := range sortedKeys(nextNames) {
+		id := nextNames[name]
+		it, _ := next.snap.Lookup(id)
+		if prevID, ok := oldNames[name]; ok && prevID == id {
+			if prev, ok := old.snap.Lookup(id); ok && sameDefinition(prev, it) {
+				continue
+			}
+		}
+		out = append(out, exposed{name, it})
+	}
+	return out
+}
+
+func sameDefinition(a, b *catalog.Item) bool {
+	return jsonEqual(a.Tool, b.Tool) && jsonEqual(a.Prompt, b.Prompt) && jsonEqual(a.Resource, b.Resource)
+}
 
 func sameTemplate(a, b *mcp.ResourceTemplate) bool { return jsonEqual(a, b) }
 

@@ -67,10 +67,10 @@ type flight struct {
 	// under fctx, which ends with the call, and the call waits for them to
 	// unwind before it answers (see end). Flights that stand for a session
 	// have no end.
-	mu      sync.Mutex
-	fwd     sync.WaitGroup
-	active  int
-	ended   bool
+	mu     sync.Mutex
+	fwd    sync.WaitGroup
+	active int
+	ended  bool
 	// cut is set when a forwarded request ended by cancellation: its
 	// notifications/cancelled may still be on its way to the client.
 	cut     bool
