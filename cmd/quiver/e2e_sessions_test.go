@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -151,4 +152,70 @@ func sessionResultText(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// TestE2EGatewayForwards: forwarding is not a direct-mode feature. Through
+// tool_execute in gateway mode, the upstream's sampling request reaches the
+// calling client, and its progress arrives under the client's own token.
+func TestE2EGatewayForwards(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "quiver.yaml")
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`mode: gateway
+environment: dev
+state_dir: %s
+upstreams:
+  - name: up
+    command: [%q, "-name", "up", "-extras", "-max-protocol", "2025-11-25"]
+`, filepath.Join(dir, "state"), upstreamBin)), 0o644))
+	var mu sync.Mutex
+	var tokens []any
+	c := mcp.NewClient(&mcp.Implementation{Name: "gw", Version: "1"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "gw-model", Role: "assistant", Content: &mcp.TextContent{Text: "gateway answer"}}, nil
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			tokens = append(tokens, req.Params.ProgressToken)
+			mu.Unlock()
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.Command(quiverBin, "serve", "--config", cfg)
+	cmd.Stderr = testWriter{t}
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	ids := toolIDs(t, cs, "up")
+
+	res, env := callTool(t, cs, "tool_execute", map[string]any{"tool_id": ids["up/sample"], "args": map[string]any{"prompt": "hello"}})
+	if res.IsError || !strings.Contains(dJSON(t, env), "sampled: gw-model gateway answer") {
+		t.Fatalf("tool_execute sample: %s", dJSON(t, res))
+	}
+
+	params := &mcp.CallToolParams{Name: "tool_execute", Arguments: map[string]any{"tool_id": ids["up/progress"], "args": map[string]any{"steps": 3}}}
+	params.SetProgressToken("client-token-7")
+	if res, err := cs.CallTool(ctx, params); err != nil || res.IsError {
+		t.Fatalf("tool_execute progress: %v %s", err, dJSON(t, res))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		got := slices.Clone(tokens)
+		mu.Unlock()
+		if len(got) > 0 {
+			for _, tok := range got {
+				if tok != "client-token-7" {
+					t.Fatalf("progress arrived with token %v, want the client's", tok)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no progress notification reached the client")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
