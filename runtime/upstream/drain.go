@@ -103,6 +103,11 @@ func (s *sseCounter) endLine() {
 // notifications have methods under "notifications/", so the id need not be
 // looked at.
 func isRelayed(msg []byte) bool {
+	// Most events are answers: skip the decoder unless a notification's
+	// method (possibly with its slash escaped) can be in there.
+	if !bytes.Contains(msg, []byte(`"notifications/`)) && !bytes.Contains(msg, []byte(`"notifications\/`)) {
+		return false
+	}
 	dec := json.NewDecoder(bytes.NewReader(msg))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return false
