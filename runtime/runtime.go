@@ -181,6 +181,9 @@ type Options struct {
 	// DNS-rebinding rule); AllowedOrigins are the browser origins it
 	// accepts (empty: no cross-origin browser requests).
 	AllowedHosts, AllowedOrigins []string
+	// SessionIdleTimeout closes HTTP sessions that sent no request for this
+	// long (0: never).
+	SessionIdleTimeout time.Duration
 
 	// The safety profile (spec 001).
 	//

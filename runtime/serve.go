@@ -35,7 +35,7 @@ func (r *Runtime) Handler(path string) http.Handler {
 	// A configured host allow-list replaces the go-sdk's loopback rule
 	// (a gateway behind a proxy on loopback is reached by its public name).
 	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server },
-		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: len(r.opts.AllowedHosts) > 0})
+		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: len(r.opts.AllowedHosts) > 0, SessionTimeout: r.opts.SessionIdleTimeout})
 	if r.verifier != nil {
 		// Every request is authenticated before MCP routing (spec 001
 		// MUST 2); the middleware also removes the Authorization header.

@@ -219,3 +219,36 @@ upstreams:
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestE2EIdleSessionReleasesUpstream: an HTTP client that goes quiet
+// without ending its session (no DELETE) has it closed after
+// listen.session_idle_timeout, and its per-client upstream process with it.
+func TestE2EIdleSessionReleasesUpstream(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "calls.jsonl")
+	cfg := filepath.Join(dir, "quiver.yaml")
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`mode: direct
+environment: dev
+state_dir: %s
+listen: {session_idle_timeout: 1s}
+upstreams:
+  - name: up
+    command: [%q, "-name", "up", "-record", %q]
+    sessions: per_client
+`, filepath.Join(dir, "state"), upstreamBin, record)), 0o644))
+	srv := startHTTP(t, "--config", cfg)
+	cs := srv.session(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{"text": "hi"}}); err != nil || res.IsError {
+		t.Fatalf("up__echo: %v", err)
+	}
+	pid := upstreamPIDs(t, record)[0]
+	deadline := time.Now().Add(15 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the per-client upstream %d outlived its idle session\n%s", pid, srv.log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

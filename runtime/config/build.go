@@ -103,6 +103,8 @@ type rawListen struct {
 	TLS            *rawTLS  `json:"tls"`
 	AllowedHosts   []string `json:"allowed_hosts"`
 	AllowedOrigins []string `json:"allowed_origins"`
+	// SessionIdleTimeout closes HTTP sessions idle this long.
+	SessionIdleTimeout *string `json:"session_idle_timeout"`
 }
 
 type rawTLS struct {
@@ -500,6 +502,7 @@ func (c *checker) listen(l *Listen, r *rawListen) {
 	}
 	l.AllowedHosts = nonEmpty(r.AllowedHosts)
 	l.AllowedOrigins = nonEmpty(r.AllowedOrigins)
+	c.duration("/listen/session_idle_timeout", r.SessionIdleTimeout, &l.SessionIdleTimeout, false)
 }
 
 // upstreams fills cfg.Upstreams from rs.

@@ -111,23 +111,24 @@ const (
 
 // Default values of settings that are not a zero value.
 const (
-	DefaultListenAddr        = "127.0.0.1:8080"
-	DefaultListenPath        = "/mcp"
-	DefaultConnectTimeout    = 10 * time.Second
-	DefaultCallTimeout       = 60 * time.Second
-	DefaultTopK              = 10
-	DefaultMaxChildren       = 20
-	DefaultMaxInlineTokens   = 800
-	DefaultArtifactTTL       = 24 * time.Hour
-	DefaultArtifactMaxBytes  = int64(1) << 30
-	DefaultRetryMaxAttempts  = 1
-	DefaultRetryBaseDelay    = 100 * time.Millisecond
-	DefaultRetryMaxDelay     = 2 * time.Second
-	DefaultCacheTTL          = 60 * time.Second
-	DefaultCacheMaxEntries   = 256
-	DefaultSchemaMaxBytes    = int64(256) << 10 // as catalog.DefaultSchemaLimits
-	DefaultSchemaMaxDepth    = 32               // as catalog.DefaultSchemaLimits
-	DefaultSchemaMaxProperty = 2048             // as catalog.DefaultSchemaLimits
+	DefaultListenAddr         = "127.0.0.1:8080"
+	DefaultListenPath         = "/mcp"
+	DefaultConnectTimeout     = 10 * time.Second
+	DefaultCallTimeout        = 60 * time.Second
+	DefaultSessionIdleTimeout = time.Hour
+	DefaultTopK               = 10
+	DefaultMaxChildren        = 20
+	DefaultMaxInlineTokens    = 800
+	DefaultArtifactTTL        = 24 * time.Hour
+	DefaultArtifactMaxBytes   = int64(1) << 30
+	DefaultRetryMaxAttempts   = 1
+	DefaultRetryBaseDelay     = 100 * time.Millisecond
+	DefaultRetryMaxDelay      = 2 * time.Second
+	DefaultCacheTTL           = 60 * time.Second
+	DefaultCacheMaxEntries    = 256
+	DefaultSchemaMaxBytes     = int64(256) << 10 // as catalog.DefaultSchemaLimits
+	DefaultSchemaMaxDepth     = 32               // as catalog.DefaultSchemaLimits
+	DefaultSchemaMaxProperty  = 2048             // as catalog.DefaultSchemaLimits
 )
 
 // DefaultRetryableCodes are the error codes retried when retry is on.
@@ -251,6 +252,10 @@ type Listen struct {
 	AllowedHosts []string
 	// AllowedOrigins are accepted browser Origin header values.
 	AllowedOrigins []string
+	// SessionIdleTimeout closes an HTTP session that sent no request for
+	// this long, releasing what it holds (per-client upstream sessions,
+	// subscriptions); 0 keeps idle sessions open.
+	SessionIdleTimeout time.Duration
 }
 
 // TLS names a certificate chain and its private key (absolute paths).
@@ -515,9 +520,10 @@ func Default() *Config {
 		Mode:        ModeGateway,
 		Environment: EnvProd,
 		Listen: Listen{
-			Transport: TransportStdio,
-			Addr:      DefaultListenAddr,
-			Path:      DefaultListenPath,
+			Transport:          TransportStdio,
+			Addr:               DefaultListenAddr,
+			Path:               DefaultListenPath,
+			SessionIdleTimeout: DefaultSessionIdleTimeout,
 		},
 		StateDir: sd,
 		Browse:   Browse{TopK: DefaultTopK, MaxChildren: DefaultMaxChildren},

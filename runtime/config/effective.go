@@ -101,12 +101,13 @@ type effPrincipal struct {
 }
 
 type effListen struct {
-	Transport      string   `yaml:"transport" json:"transport"`
-	Addr           string   `yaml:"addr" json:"addr"`
-	Path           string   `yaml:"path" json:"path"`
-	TLS            *effTLS  `yaml:"tls,omitempty" json:"tls,omitempty"`
-	AllowedHosts   []string `yaml:"allowed_hosts" json:"allowed_hosts"`
-	AllowedOrigins []string `yaml:"allowed_origins" json:"allowed_origins"`
+	Transport          string   `yaml:"transport" json:"transport"`
+	Addr               string   `yaml:"addr" json:"addr"`
+	Path               string   `yaml:"path" json:"path"`
+	TLS                *effTLS  `yaml:"tls,omitempty" json:"tls,omitempty"`
+	AllowedHosts       []string `yaml:"allowed_hosts" json:"allowed_hosts"`
+	AllowedOrigins     []string `yaml:"allowed_origins" json:"allowed_origins"`
+	SessionIdleTimeout string   `yaml:"session_idle_timeout" json:"session_idle_timeout"`
 }
 
 type effTLS struct {
@@ -230,11 +231,12 @@ func (c *Config) effective() effConfig {
 		Mode:        string(c.Mode),
 		Environment: string(c.Environment),
 		Listen: effListen{
-			Transport:      string(c.Listen.Transport),
-			Addr:           c.Listen.Addr,
-			Path:           c.Listen.Path,
-			AllowedHosts:   list(c.Listen.AllowedHosts),
-			AllowedOrigins: list(c.Listen.AllowedOrigins),
+			Transport:          string(c.Listen.Transport),
+			Addr:               c.Listen.Addr,
+			Path:               c.Listen.Path,
+			AllowedHosts:       list(c.Listen.AllowedHosts),
+			AllowedOrigins:     list(c.Listen.AllowedOrigins),
+			SessionIdleTimeout: FormatDuration(c.Listen.SessionIdleTimeout),
 		},
 		StateDir:     c.StateDir,
 		Upstreams:    make([]effUpstream, 0, len(c.Upstreams)),
