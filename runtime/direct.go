@@ -477,3 +477,12 @@ func inlineResult(in *firewall.Inline, isError bool) (*mcp.CallToolResult, error
 	}
 	return &res, nil
 }
+
+// compactJSON is v as JSON, or "" when it cannot be encoded.
+func compactJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}

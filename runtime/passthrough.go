@@ -4,7 +4,6 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -259,13 +258,4 @@ func (r *Runtime) resubscribe(ctx context.Context, c *upstream.Client) {
 			r.log.Warn("resource subscription not restored after reconnect", "upstream", c.Name(), "uri", uri, "err", err)
 		}
 	}
-}
-
-// compactJSON is v as JSON, or "" when it cannot be encoded.
-func compactJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return ""
-	}
-	return string(b)
 }

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
+	"github.com/quiver-mcp/quiver/toolid"
 )
 
 // Codes of server-to-client requests the gateway refuses to forward. The
@@ -450,30 +452,21 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 // the denying decision, or nil. Without a policy everything is allowed; a
 // configured policy must allow the action explicitly.
 func (r *Runtime) decideRelay(f *flight, action string) *policy.Decision {
-	if r.policy == nil && r.incident == nil {
+	if !r.filtering() {
 		return nil
 	}
 	st := r.state.Load()
-	up := r.upstreamOf(st, f.server)
-	req := policy.Request{Server: f.server, ToolID: f.toolID, Kind: "tool", Action: action, Risk: up.risk, TrustLevel: up.trust}
-	if it, ok := st.snap.Lookup(f.toolID); ok {
-		req.Namespace = it.Namespace
+	it, ok := st.snap.Lookup(f.toolID)
+	if !ok {
+		// A flight that stands for a session names no tool: the
+		// request is decided for its upstream.
+		it = &catalog.Item{Kind: toolid.KindTool, Server: f.server}
 	}
+	ctx := context.Background()
 	if f.c != nil {
-		req.Principal = f.c.p
-		if f.c.ss != nil {
-			req.SessionID = f.c.ss.ID()
-		}
+		ctx = withCaller(ctx, f.c)
 	}
-	if r.incident != nil {
-		if d := r.incident.Evaluate(req); d.Denied {
-			return &policy.Decision{Effect: policy.EffectDeny, PolicyID: "incident", ReasonCodes: []string{policy.ReasonDenied, d.Code}}
-		}
-	}
-	if r.policy == nil {
-		return nil
-	}
-	if d := r.policy.Decide(req); !d.Allowed() {
+	if d := r.decide(ctx, st, it, action); !d.Allowed() {
 		return &d
 	}
 	return nil

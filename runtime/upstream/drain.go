@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"strings"
 )
 
 // relayedNotifications are the notifications a client handles one after
@@ -122,7 +121,7 @@ func isRelayed(msg []byte) bool {
 			if dec.Decode(&m) != nil {
 				return false
 			}
-			return strings.HasPrefix(m, "notifications/") && relayedNotifications[m]
+			return relayedNotifications[m]
 		}
 		var skip json.RawMessage
 		if dec.Decode(&skip) != nil {
