@@ -32,14 +32,12 @@ func (r *Runtime) observe(ctx context.Context, req mcp.Request, method string, f
 	r.startReceipt(c, method, args, start)
 	e := fn(withCaller(ctx, c))
 	r.finishReceipt(c, nil, e, time.Since(start))
-	code := "ok"
-	if e != nil {
-		code = e.Code
-	}
-	r.met.call(method, code, time.Since(start))
 	if e == nil {
+		r.met.call(method, "ok", time.Since(start))
 		return nil
 	}
+	r.met.call(method, e.Code, time.Since(start))
+	r.logError(method, e)
 	wire := int64(jsonrpc.CodeInternalError)
 	switch e.Code {
 	case CodeResourceNotFound, CodePromptNotFound, CodeArgsInvalid, CodeHydrateFailed:

@@ -267,19 +267,27 @@ func (r *Runtime) instrument(ctx context.Context, req *mcp.CallToolRequest, tool
 	code := "ok"
 	if e != nil {
 		code = e.Code
-		if e.quiet {
-			r.log.Debug("meta-tool error", "tool", tool, "code", e.Code, "path", e.Path)
-		} else if e.cause != nil {
-			r.log.Warn("meta-tool error", "tool", tool, "code", e.Code, "err", e.cause)
-		} else {
-			r.log.Debug("meta-tool error", "tool", tool, "code", e.Code, "message", e.Message)
-		}
+		r.logError(tool, e)
 		res = errorResult(e)
 	} else if res.IsError {
 		code = "tool_error"
 	}
 	r.met.call(tool, code, time.Since(start))
 	return res, nil
+}
+
+// logError logs a gateway error of one request (a meta-tool, a direct
+// call or another MCP method): a warning when something failed behind it,
+// debug when the caller's input was refused.
+func (r *Runtime) logError(what string, e *Error) {
+	switch {
+	case e.quiet:
+		r.log.Debug("request refused", "what", what, "code", e.Code, "path", e.Path)
+	case e.cause != nil:
+		r.log.Warn("request failed", "what", what, "code", e.Code, "err", e.cause)
+	default:
+		r.log.Debug("request refused", "what", what, "code", e.Code, "message", e.Message)
+	}
 }
 
 // visibleCards drops the cards of items the caller may not see; cards of
