@@ -3,6 +3,7 @@ package benchmarks
 import (
 	"context"
 	"encoding/json"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"os"
 	"testing"
 
@@ -148,7 +149,7 @@ func runtimeSession(b *testing.B) (*runtime.Runtime, *mcp.ClientSession) {
 	src := benchCatalog(b)
 	src.Tools = append(src.Tools, catalog.ToolDef{Server: "bench", Name: "echo", Description: "Echo the given text back.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)})
-	rt, cs, closeFn, err := startRuntime(context.Background(), runtime.ModeGateway, src, testCards(b))
+	rt, cs, closeFn, err := startRuntime(context.Background(), config.ModeGateway, src, testCards(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"io"
 	"os"
 	"os/exec"
@@ -78,7 +79,7 @@ func MemoryProbe(ctx context.Context, o MemoryProbeOptions) (MemoryResult, error
 		r.ToolsRequested = min(o.Tools, r.ToolsRequested)
 	}
 	t0 := time.Now()
-	rt, err := runtime.New(runtime.Options{Mode: runtime.ModeGateway, Logger: discardLogger(),
+	rt, err := runtime.New(runtime.Options{Mode: config.ModeGateway, Logger: discardLogger(),
 		Upstreams: []runtime.UpstreamOptions{{Name: "catalog", Catalog: &src}}})
 	if err != nil {
 		return r, fmt.Errorf("runtime: %w", err)
@@ -193,7 +194,7 @@ func RunStartup(ctx context.Context, bin string, ns []int, progress io.Writer) (
 				ConnectTimeout: 60 * time.Second, TerminateGrace: 500 * time.Millisecond}}
 		}
 		t0 := time.Now()
-		rt, err := runtime.New(runtime.Options{Mode: runtime.ModeGateway, Upstreams: ups, Cards: cards, Logger: discardLogger(),
+		rt, err := runtime.New(runtime.Options{Mode: config.ModeGateway, Upstreams: ups, Cards: cards, Logger: discardLogger(),
 			ReadyTimeout: 60 * time.Second})
 		if err != nil {
 			return nil, fmt.Errorf("runtime: %w", err)

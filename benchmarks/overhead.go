@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"io"
 	"net"
 	"net/http"
@@ -342,7 +343,7 @@ func (b *bench) setup(ctx context.Context) error {
 			restore = func() { t.MaxIdleConnsPerHost = prev }
 		}
 	}
-	b.rt, err = runtime.New(runtime.Options{Mode: runtime.ModeGateway, Upstreams: ups, Cards: cards, Logger: discardLogger(), Environment: benchEnvironment,
+	b.rt, err = runtime.New(runtime.Options{Mode: config.ModeGateway, Upstreams: ups, Cards: cards, Logger: discardLogger(), Environment: benchEnvironment,
 		ReadyTimeout: 30 * time.Second})
 	restore()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"io"
 	"math/rand/v2"
 	"slices"
@@ -286,7 +287,7 @@ func SelfQueries(src catalog.Source, n int, seed uint64) []Query {
 
 // startRuntime starts an in-process runtime serving src as one static
 // upstream, and connects a go-sdk client to it in memory.
-func startRuntime(ctx context.Context, mode runtime.Mode, src catalog.Source, cards *choicecard.Builder) (*runtime.Runtime, *mcp.ClientSession, func(), error) {
+func startRuntime(ctx context.Context, mode config.Mode, src catalog.Source, cards *choicecard.Builder) (*runtime.Runtime, *mcp.ClientSession, func(), error) {
 	rt, err := runtime.New(runtime.Options{Mode: mode, Cards: cards, Logger: discardLogger(), Environment: benchEnvironment,
 		Upstreams: []runtime.UpstreamOptions{{Name: "catalog", Catalog: &src}}})
 	if err != nil {
@@ -355,7 +356,7 @@ func measureSize(ctx context.Context, src catalog.Source, qs []Query, ks []int, 
 		return st, err
 	}
 
-	prt, pcs, closeProxy, err := startRuntime(ctx, runtime.ModeProxy, src, cards)
+	prt, pcs, closeProxy, err := startRuntime(ctx, config.ModeProxy, src, cards)
 	if err != nil {
 		return st, err
 	}
@@ -367,7 +368,7 @@ func measureSize(ctx context.Context, src catalog.Source, qs []Query, ks []int, 
 	}
 	st.ProxyReductionPct = reduction(float64(st.ProxyTokens), st.BaselineTokens)
 
-	rt, cs, closeGateway, err := startRuntime(ctx, runtime.ModeGateway, src, cards)
+	rt, cs, closeGateway, err := startRuntime(ctx, config.ModeGateway, src, cards)
 	if err != nil {
 		return st, err
 	}
@@ -618,7 +619,7 @@ func measureFirewall(ctx context.Context, cards *choicecard.Builder) ([]Firewall
 		src.Tools = append(src.Tools, catalog.ToolDef{Server: "results", Name: fmt.Sprintf("result_%d", i),
 			Description: "Returns " + c.name + ".", InputSchema: json.RawMessage(`{"type":"object"}`), Result: res})
 	}
-	rt, cs, closeFn, err := startRuntime(ctx, runtime.ModeGateway, src, cards)
+	rt, cs, closeFn, err := startRuntime(ctx, config.ModeGateway, src, cards)
 	if err != nil {
 		return nil, err
 	}

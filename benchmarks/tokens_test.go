@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"os"
 	"slices"
 	"strings"
@@ -95,7 +96,7 @@ func TestTokenAccountingExact(t *testing.T) {
 	// description, a sentinel schema), plus the meta-tools but tool_browse.
 	addID := "math:add#" + hash8("add", []string{"a", "b"}, []string{"a", "b"})
 	noteID := "notes:save_note#" + hash8("save_note", []string{"text"}, []string{})
-	_, gcs, closeGateway, err := startRuntime(ctx, runtime.ModeGateway, src, cards)
+	_, gcs, closeGateway, err := startRuntime(ctx, config.ModeGateway, src, cards)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestTokenAccountingExact(t *testing.T) {
 	proxy := "[" + `{"description":"Add two numbers.","inputSchema":{"type":"object"},"name":"` + addID + `"},` +
 		`{"description":"Save a note <draft> & more.","inputSchema":{"type":"object"},"name":"` + noteID + `"},` +
 		strings.Join(proxyMeta, ",") + "]"
-	_, pcs, closeProxy, err := startRuntime(ctx, runtime.ModeProxy, src, cards)
+	_, pcs, closeProxy, err := startRuntime(ctx, config.ModeProxy, src, cards)
 	if err != nil {
 		t.Fatal(err)
 	}

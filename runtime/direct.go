@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"path"
 	"slices"
 	"sort"
@@ -44,7 +45,7 @@ func emptyExposure() *exposure {
 
 // exposes reports whether a runtime lists anything directly.
 func (r *Runtime) exposes() bool {
-	return r.opts.Mode == ModeDirect || (r.opts.Mode == ModeGateway && len(r.opts.Expose) > 0)
+	return r.opts.Mode == config.ModeDirect || (r.opts.Mode == config.ModeGateway && len(r.opts.Expose) > 0)
 }
 
 // prefixOf is the tool_prefix of the upstream serving server.
@@ -64,7 +65,7 @@ func (r *Runtime) prefixOf(owner map[string]conn, server string) string {
 // exposedTool reports whether gateway mode lists a tool directly: a glob of
 // Options.Expose matches its tool_id, its upstream name or its exposed name.
 func (r *Runtime) exposedTool(it *catalog.Item, name string) bool {
-	if r.opts.Mode == ModeDirect {
+	if r.opts.Mode == config.ModeDirect {
 		return true
 	}
 	return matchAny(r.opts.Expose, it.ID, it.UpstreamName, name)
@@ -95,7 +96,7 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, owner map[strin
 	for _, t := range r.metaTools() {
 		reserved[t.Name] = true
 	}
-	if r.opts.Mode == ModeGateway {
+	if r.opts.Mode == config.ModeGateway {
 		// The resource and prompt verbs come and go with the catalog.
 		for _, n := range []string{ResourceBrowse, ResourceRead, PromptBrowse, PromptGet} {
 			reserved[n] = true
@@ -152,7 +153,7 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, owner map[strin
 		}
 	}
 	assign(toolid.KindTool, next.tools, prev.tools, "tool")
-	if r.opts.Mode != ModeDirect {
+	if r.opts.Mode != config.ModeDirect {
 		return next
 	}
 	assign(toolid.KindPrompt, next.prompts, prev.prompts, "prompt")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"slices"
 	"sort"
 	"strings"
@@ -83,7 +84,7 @@ func sortedNames[V any](m map[string]V) []string {
 
 func TestDirectExposeNames(t *testing.T) {
 	t.Parallel()
-	rt, err := newDirectRuntime(t, Options{Mode: ModeDirect, Upstreams: []UpstreamOptions{
+	rt, err := newDirectRuntime(t, Options{Mode: config.ModeDirect, Upstreams: []UpstreamOptions{
 		staticUpstream("a", "a_", []string{"search", "fetch"}, []string{"greet"}, []string{"file:///a.txt"}),
 		staticUpstream("b", "b_", []string{"search", "list"}, []string{"greet"}, []string{"file:///b.txt"}),
 	}})
@@ -152,7 +153,7 @@ func TestDirectExposeCollisionFailsStart(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := newDirectRuntime(t, Options{Mode: ModeDirect, Upstreams: tc.ups})
+			_, err := newDirectRuntime(t, Options{Mode: config.ModeDirect, Upstreams: tc.ups})
 			if err == nil {
 				t.Fatal("Start succeeded despite a name collision")
 			}
@@ -169,7 +170,7 @@ func TestDirectExposeCollisionFailsStart(t *testing.T) {
 // URI start, the first configured serves it, and the second's is withheld.
 func TestDirectExposeSameResourceURI(t *testing.T) {
 	t.Parallel()
-	rt, err := newDirectRuntime(t, Options{Mode: ModeDirect, Upstreams: []UpstreamOptions{
+	rt, err := newDirectRuntime(t, Options{Mode: config.ModeDirect, Upstreams: []UpstreamOptions{
 		staticUpstream("a", "a_", nil, nil, []string{"file:///same"}),
 		staticUpstream("b", "b_", nil, nil, []string{"file:///same"}),
 	}})
@@ -189,7 +190,7 @@ func TestDirectExposeSameResourceURI(t *testing.T) {
 func TestDirectExposeMetaToolNames(t *testing.T) {
 	t.Parallel()
 	// Direct mode's only meta-tool is tool_view: tool_browse is free.
-	rt, err := newDirectRuntime(t, Options{Mode: ModeDirect, Upstreams: []UpstreamOptions{
+	rt, err := newDirectRuntime(t, Options{Mode: config.ModeDirect, Upstreams: []UpstreamOptions{
 		staticUpstream("a", "", []string{ToolBrowse, "x"}, nil, nil),
 	}})
 	if err != nil {
@@ -199,7 +200,7 @@ func TestDirectExposeMetaToolNames(t *testing.T) {
 		t.Fatalf("exposed %v, want tool_browse listed in direct mode", got)
 	}
 	// With the firewall off there is no tool_view to reserve.
-	rt, err = newDirectRuntime(t, Options{Mode: ModeDirect, FirewallOff: true, Upstreams: []UpstreamOptions{
+	rt, err = newDirectRuntime(t, Options{Mode: config.ModeDirect, FirewallOff: true, Upstreams: []UpstreamOptions{
 		staticUpstream("a", "", []string{ToolView}, nil, nil),
 	}})
 	if err != nil {
@@ -209,7 +210,7 @@ func TestDirectExposeMetaToolNames(t *testing.T) {
 		t.Fatalf("exposed %v, want tool_view listed with the firewall off", got)
 	}
 	// A prefix avoids the reserved name.
-	rt, err = newDirectRuntime(t, Options{Mode: ModeDirect, Upstreams: []UpstreamOptions{
+	rt, err = newDirectRuntime(t, Options{Mode: config.ModeDirect, Upstreams: []UpstreamOptions{
 		staticUpstream("a", "a_", []string{ToolView}, nil, nil),
 	}})
 	if err != nil {
@@ -271,7 +272,7 @@ func idIn(t *testing.T, snap *catalog.Snapshot, server, name string) string {
 
 func TestExposeKeepsPreviousHolder(t *testing.T) {
 	t.Parallel()
-	rt, snap, owner := unstarted(t, Options{Mode: ModeDirect, Upstreams: []UpstreamOptions{
+	rt, snap, owner := unstarted(t, Options{Mode: config.ModeDirect, Upstreams: []UpstreamOptions{
 		staticUpstream("a", "", []string{"search", "only_a"}, []string{"greet"}, []string{"file:///same"}),
 		staticUpstream("b", "", []string{"search"}, []string{"greet"}, []string{"file:///same"}),
 	}})
@@ -326,7 +327,7 @@ func TestExposeKeepsPreviousHolder(t *testing.T) {
 
 func TestExposeTemplates(t *testing.T) {
 	t.Parallel()
-	rt, snap, owner := unstarted(t, Options{Mode: ModeDirect, Upstreams: []UpstreamOptions{
+	rt, snap, owner := unstarted(t, Options{Mode: config.ModeDirect, Upstreams: []UpstreamOptions{
 		staticUpstream("a", "", []string{"x"}, nil, nil),
 		staticUpstream("b", "", []string{"y"}, nil, nil),
 	}})
@@ -348,7 +349,7 @@ func TestExposeTemplates(t *testing.T) {
 
 func TestExposeMetaToolWithheld(t *testing.T) {
 	t.Parallel()
-	rt, snap, owner := unstarted(t, Options{Mode: ModeDirect, Upstreams: []UpstreamOptions{
+	rt, snap, owner := unstarted(t, Options{Mode: config.ModeDirect, Upstreams: []UpstreamOptions{
 		staticUpstream("a", "", []string{ToolView, "fine"}, []string{ToolView}, nil),
 	}})
 	e := rt.expose(emptyExposure(), snap, owner, nil)
@@ -397,7 +398,7 @@ func TestGatewayExposeGlobs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rt, err := newDirectRuntime(t, Options{Mode: ModeGateway, Expose: tc.expose, Upstreams: ups()})
+			rt, err := newDirectRuntime(t, Options{Mode: config.ModeGateway, Expose: tc.expose, Upstreams: ups()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -432,12 +433,12 @@ func TestGatewayExposeByExactID(t *testing.T) {
 		staticUpstream("a", "a_", []string{"search", "fetch"}, nil, nil),
 		staticUpstream("b", "b_", []string{"search"}, nil, nil),
 	}
-	rt, err := newDirectRuntime(t, Options{Mode: ModeGateway, Upstreams: ups})
+	rt, err := newDirectRuntime(t, Options{Mode: config.ModeGateway, Upstreams: ups})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := idIn(t, rt.Snapshot(), "b", "search")
-	rt, err = newDirectRuntime(t, Options{Mode: ModeGateway, Expose: []string{id}, Upstreams: ups})
+	rt, err = newDirectRuntime(t, Options{Mode: config.ModeGateway, Expose: []string{id}, Upstreams: ups})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +450,7 @@ func TestGatewayExposeByExactID(t *testing.T) {
 func TestGatewayExposeReservesMetaTools(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{ToolBrowse, ToolHydrate, ToolExecute, ToolView} {
-		_, err := newDirectRuntime(t, Options{Mode: ModeGateway, Expose: []string{"*"}, Upstreams: []UpstreamOptions{
+		_, err := newDirectRuntime(t, Options{Mode: config.ModeGateway, Expose: []string{"*"}, Upstreams: []UpstreamOptions{
 			staticUpstream("a", "", []string{name}, nil, nil),
 		}})
 		if err == nil || !strings.Contains(err.Error(), "meta-tool") {
@@ -467,7 +468,7 @@ func TestGatewayExposeReservesPrimitiveVerbs(t *testing.T) {
 	for _, name := range []string{ResourceBrowse, ResourceRead, PromptBrowse, PromptGet} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			rt, err := newDirectRuntime(t, Options{Mode: ModeGateway, Expose: []string{name}, Upstreams: []UpstreamOptions{
+			rt, err := newDirectRuntime(t, Options{Mode: config.ModeGateway, Expose: []string{name}, Upstreams: []UpstreamOptions{
 				staticUpstream("a", "", []string{name}, []string{"greet"}, []string{"file:///r.txt"}),
 			}})
 			if err != nil {
@@ -524,7 +525,7 @@ func TestMatchAny(t *testing.T) {
 
 func TestVerbatim(t *testing.T) {
 	t.Parallel()
-	rt, err := newDirectRuntime(t, Options{Mode: ModeDirect, FirewallOffFor: []string{"a:loud*", "raw_*"}, Upstreams: []UpstreamOptions{
+	rt, err := newDirectRuntime(t, Options{Mode: config.ModeDirect, FirewallOffFor: []string{"a:loud*", "raw_*"}, Upstreams: []UpstreamOptions{
 		staticUpstream("a", "", []string{"x"}, nil, nil),
 	}})
 	if err != nil {
@@ -589,7 +590,7 @@ func TestVerbatim(t *testing.T) {
 	}
 
 	// A smaller inline budget.
-	small, err := newDirectRuntime(t, Options{Mode: ModeDirect, MaxInlineTokens: 5, Upstreams: []UpstreamOptions{staticUpstream("a", "", []string{"x"}, nil, nil)}})
+	small, err := newDirectRuntime(t, Options{Mode: config.ModeDirect, MaxInlineTokens: 5, Upstreams: []UpstreamOptions{staticUpstream("a", "", []string{"x"}, nil, nil)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,7 +602,7 @@ func TestVerbatim(t *testing.T) {
 	}
 
 	// The firewall off: everything is verbatim.
-	off, err := newDirectRuntime(t, Options{Mode: ModeDirect, FirewallOff: true, Upstreams: []UpstreamOptions{staticUpstream("a", "", []string{"x"}, nil, nil)}})
+	off, err := newDirectRuntime(t, Options{Mode: config.ModeDirect, FirewallOff: true, Upstreams: []UpstreamOptions{staticUpstream("a", "", []string{"x"}, nil, nil)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,7 +109,7 @@ func recordedCalls(t *testing.T, record string) map[string]int {
 func guardedAlpha(t *testing.T, mut func(*Options)) (*Runtime, *mcp.ClientSession, string) {
 	t.Helper()
 	record := filepath.Join(t.TempDir(), "calls.jsonl")
-	opts := Options{Mode: ModeGateway, Environment: guard.EnvProd, Registry: registryOf(t, alphaManifest),
+	opts := Options{Mode: config.ModeGateway, Environment: guard.EnvProd, Registry: registryOf(t, alphaManifest),
 		Upstreams: []UpstreamOptions{liveUpstream("alpha", "-record", record)}}
 	if mut != nil {
 		mut(&opts)
@@ -238,7 +239,7 @@ func TestExecuteEnvironmentsAndCapability(t *testing.T) {
 func TestIdempotentWrites(t *testing.T) {
 	state := t.TempDir()
 	record := filepath.Join(t.TempDir(), "calls.jsonl")
-	opts := Options{Mode: ModeGateway, Environment: guard.EnvProd, Registry: registryOf(t, alphaManifest), StateDir: state,
+	opts := Options{Mode: config.ModeGateway, Environment: guard.EnvProd, Registry: registryOf(t, alphaManifest), StateDir: state,
 		Upstreams: []UpstreamOptions{liveUpstream("alpha", "-record", record)}}
 	rt, cs := startRuntime(t, opts)
 	echo := idOf(t, rt, "alpha", "echo")
@@ -362,7 +363,7 @@ func TestRegistryTamper(t *testing.T) {
 // TestClassificationInCardsAndHydrate: the registry, not the upstream's
 // hints, labels what writes.
 func TestClassificationInCardsAndHydrate(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: ModeGateway, Upstreams: staticFleet(t), Registry: registryOf(t, fleetManifests)})
+	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: staticFleet(t), Registry: registryOf(t, fleetManifests)})
 	issue := idOf(t, rt, "github", "create_issue")
 	_, m := call(t, cs, ToolBrowse, map[string]any{"query": "create a github issue", "top_k": 3})
 	var card map[string]any
@@ -473,7 +474,7 @@ func (c *countingConn) callTool(ctx context.Context, it *catalog.Item, args map[
 // are counted.
 func startCounted(t *testing.T, opts Options, failFirst int64) (*Runtime, *mcp.ClientSession, *countingConn) {
 	t.Helper()
-	opts.Mode = ModeGateway
+	opts.Mode = config.ModeGateway
 	opts.Upstreams = staticFleet(t)
 	if opts.Cards == nil {
 		opts.Cards = testCards(t)

@@ -30,20 +30,20 @@ func FromConfig(cfg *config.Config, getenv func(string) (string, bool), log *slo
 			MaxProperties: cfg.Schema.MaxProperties,
 		},
 		StateDir:           cfg.StateDir,
-		ArtifactTTL:        cfg.Artifacts.TTL,
-		ArtifactMaxBytes:   cfg.Artifacts.MaxBytes,
+		ArtifactTTL:        time.Duration(cfg.Artifacts.TTL),
+		ArtifactMaxBytes:   int64(cfg.Artifacts.MaxBytes),
 		MaxInlineTokens:    cfg.Firewall.MaxInlineTokens,
 		FirewallOff:        !cfg.Firewall.Enabled,
 		Logger:             log,
-		Environment:        guard.Environment(cfg.Environment),
+		Environment:        cfg.Environment,
 		TolerantArgs:       cfg.TolerantArgs,
 		AllowedHosts:       cfg.Listen.AllowedHosts,
 		AllowedOrigins:     cfg.Listen.AllowedOrigins,
-		SessionIdleTimeout: cfg.Listen.SessionIdleTimeout,
+		SessionIdleTimeout: time.Duration(cfg.Listen.SessionIdleTimeout),
 		Retry: controls.RetryPolicy{
 			MaxAttempts:    cfg.Retry.MaxAttempts,
-			BaseDelay:      cfg.Retry.BaseDelay,
-			MaxDelay:       cfg.Retry.MaxDelay,
+			BaseDelay:      time.Duration(cfg.Retry.BaseDelay),
+			MaxDelay:       time.Duration(cfg.Retry.MaxDelay),
 			Jitter:         cfg.Retry.Jitter,
 			RetryableCodes: cfg.Retry.RetryableCodes,
 		},
@@ -63,8 +63,8 @@ func FromConfig(cfg *config.Config, getenv func(string) (string, bool), log *slo
 		opts.LocalPrincipal = cfg.Auth.Local.Sub
 	}
 	opts.Getenv = func(k string) string { v, _ := getenv(k); return v }
-	opts.PolicyFile, opts.PolicyWatchInterval = cfg.Policy.File, cfg.Policy.WatchInterval
-	opts.ApprovalTTL, opts.ApprovalMaxPending = cfg.Approvals.TTL, cfg.Approvals.MaxPending
+	opts.PolicyFile, opts.PolicyWatchInterval = cfg.Policy.File, time.Duration(cfg.Policy.WatchInterval)
+	opts.ApprovalTTL, opts.ApprovalMaxPending = time.Duration(cfg.Approvals.TTL), cfg.Approvals.MaxPending
 	opts.IncidentPersist = cfg.Incident.Persist
 	if cfg.Admin.TokenEnv != "" {
 		tok, ok := getenv(cfg.Admin.TokenEnv)
@@ -80,7 +80,7 @@ func FromConfig(cfg *config.Config, getenv func(string) (string, bool), log *slo
 		opts.AdminClaim = &admin.Claim{Name: cl.Name, Value: cl.Value}
 	}
 	if cfg.Cache.ReadOnly {
-		opts.Cache = &controls.CacheOptions{TTL: cfg.Cache.TTL, MaxEntries: cfg.Cache.MaxEntries, Allow: cfg.Cache.Allow}
+		opts.Cache = &controls.CacheOptions{TTL: time.Duration(cfg.Cache.TTL), MaxEntries: cfg.Cache.MaxEntries, Allow: cfg.Cache.Allow}
 	}
 	if len(cfg.RateLimits) > 0 {
 		opts.RateLimits = make(map[string]controls.Limit, len(cfg.RateLimits))
@@ -90,17 +90,8 @@ func FromConfig(cfg *config.Config, getenv func(string) (string, bool), log *slo
 	}
 	opts.FirewallOffFor = cfg.Firewall.OffFor
 	opts.Expose = cfg.Expose.Direct
-	switch cfg.Mode {
-	case config.ModeGateway, "":
-		opts.Mode = ModeGateway
-	case config.ModeProxy:
-		opts.Mode = ModeProxy
-	case config.ModeDirect:
-		opts.Mode = ModeDirect
-	default:
-		return Options{}, fmt.Errorf("unknown mode %q", cfg.Mode)
-	}
-	if len(cfg.Expose.Direct) > 0 && opts.Mode != ModeGateway && log != nil {
+	opts.Mode = cfg.Mode
+	if len(cfg.Expose.Direct) > 0 && opts.Mode != config.ModeGateway && log != nil {
 		log.Warn("expose.direct applies to gateway mode only", "mode", opts.Mode)
 	}
 	for i := range cfg.Upstreams {
@@ -148,8 +139,8 @@ func FromConfig(cfg *config.Config, getenv func(string) (string, bool), log *slo
 			SSE:            u.SSE,
 			Headers:        headers,
 			Bearer:         bearer,
-			ConnectTimeout: u.ConnectTimeout,
-			CallTimeout:    u.CallTimeout,
+			ConnectTimeout: time.Duration(u.ConnectTimeout),
+			CallTimeout:    time.Duration(u.CallTimeout),
 		}
 		opts.Upstreams = append(opts.Upstreams, uo)
 	}

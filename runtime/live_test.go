@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -74,7 +75,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestLiveExecute(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: ModeGateway, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
+	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
 	add := idOf(t, rt, "alpha", "add")
 	if !strings.HasPrefix(add, "alpha:add#") {
 		t.Fatalf("id %s", add)
@@ -93,7 +94,7 @@ func TestLiveExecute(t *testing.T) {
 }
 
 func TestLiveTimeoutAndCancel(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: ModeGateway, CallTimeout: 300 * time.Millisecond, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
+	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, CallTimeout: 300 * time.Millisecond, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
 	m := wantError(t, cs, ToolExecute, map[string]any{"tool_id": idOf(t, rt, "alpha", "hang")}, CodeUpstreamTimeout)
 	if m["retryable"] != true {
 		t.Fatalf("timeout not retryable: %v", m)
@@ -106,7 +107,7 @@ func TestLiveTimeoutAndCancel(t *testing.T) {
 }
 
 func TestLiveCrashAndRecover(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: ModeGateway, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
+	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
 	crash := idOf(t, rt, "alpha", "crash")
 	echo := idOf(t, rt, "alpha", "echo")
 	m := wantError(t, cs, ToolExecute, map[string]any{"tool_id": crash}, CodeUpstreamUnavailable)
@@ -121,7 +122,7 @@ func TestLiveCrashAndRecover(t *testing.T) {
 }
 
 func TestLiveListChanged(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: ModeProxy, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
+	rt, cs := startRuntime(t, Options{Mode: config.ModeProxy, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
 	before := len(toolNames(t, cs))
 	_, env := call(t, cs, ToolExecute, map[string]any{"tool_id": idOf(t, rt, "alpha", "add_tool"), "args": map[string]any{"name": "fresh"}})
 	if env["status"] != "ok" {
@@ -155,7 +156,7 @@ func TestSlowUpstreamDoesNotBlock(t *testing.T) {
 	// A command that never speaks MCP: the fleet starts without it.
 	slow := UpstreamOptions{Name: "mute", Spec: upstream.Spec{Command: []string{"sleep", "30"}, ConnectTimeout: 200 * time.Millisecond, TerminateGrace: 100 * time.Millisecond}}
 	start := time.Now()
-	rt, cs := startRuntime(t, Options{Mode: ModeGateway, ReadyTimeout: time.Second, Upstreams: []UpstreamOptions{liveUpstream("alpha"), slow}})
+	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, ReadyTimeout: time.Second, Upstreams: []UpstreamOptions{liveUpstream("alpha"), slow}})
 	if time.Since(start) > 5*time.Second {
 		t.Fatalf("start took %v", time.Since(start))
 	}
@@ -166,7 +167,7 @@ func TestSlowUpstreamDoesNotBlock(t *testing.T) {
 }
 
 func TestResourcesAndPrompts(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: ModeGateway, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
+	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
 	names := strings.Join(toolNames(t, cs), ",")
 	if names != "prompt_browse,prompt_get,resource_browse,resource_read,tool_browse,tool_execute,tool_hydrate,tool_view" {
 		t.Fatalf("tools/list = %s", names)
@@ -214,7 +215,7 @@ func TestResourcesAndPrompts(t *testing.T) {
 
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	before := goruntime.NumGoroutine()
-	rt, err := New(Options{Mode: ModeProxy, Environment: guard.EnvDev, Cards: testCards(t), Upstreams: append(staticFleet(t), liveUpstream("alpha"))})
+	rt, err := New(Options{Mode: config.ModeProxy, Environment: guard.EnvDev, Cards: testCards(t), Upstreams: append(staticFleet(t), liveUpstream("alpha"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 }
 
 func TestFirewallAndView(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: ModeGateway, StateDir: t.TempDir(), Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
+	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, StateDir: t.TempDir(), Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
 	res, env := call(t, cs, ToolExecute, map[string]any{"tool_id": idOf(t, rt, "alpha", "big_log"), "args": map[string]any{"lines": 60000}})
 	if res.IsError {
 		t.Fatalf("big_log: %v", env)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"io"
 	"strings"
 	"time"
@@ -55,10 +56,10 @@ func (r *Runtime) metaTools() []*mcp.Tool {
 	view := &mcp.Tool{Name: ToolView, InputSchema: viewSchema,
 		Description: "Read a slice of an artifact returned by tool_execute: head, lines, bytes, json_pointer, json_keys, grep or rows.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)}}
-	if r.opts.Mode == ModeProxy {
+	if r.opts.Mode == config.ModeProxy {
 		return []*mcp.Tool{hydrate, execute, view}
 	}
-	if r.opts.Mode == ModeDirect {
+	if r.opts.Mode == config.ModeDirect {
 		// Direct mode lists the upstream tools themselves; tool_view reads
 		// what the firewall kept out of a large result.
 		if r.opts.FirewallOff {

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 	"io"
 	"log/slog"
@@ -38,24 +39,6 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/receipts"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-)
-
-// Mode selects the surface a runtime serves.
-type Mode string
-
-// Modes.
-const (
-	// ModeGateway lists the meta-tools only; tools are found with
-	// tool_browse (spec 003 §4.2).
-	ModeGateway Mode = "gateway"
-	// ModeProxy lists every upstream tool as a stripped entry plus
-	// tool_hydrate, tool_execute and tool_view (spec 003 §4.1).
-	ModeProxy Mode = "proxy"
-	// ModeDirect lists every upstream tool, prompt, resource and resource
-	// template with its real definition, tools and prompts under their
-	// upstream's ToolPrefix: a classic aggregating gateway, with quiver's
-	// guards on every call.
-	ModeDirect Mode = "direct"
 )
 
 // UpstreamOptions describe one upstream: a live server (Spec) or a static
@@ -95,7 +78,7 @@ type UpstreamOptions struct {
 
 // Options configure a Runtime.
 type Options struct {
-	Mode      Mode
+	Mode      config.Mode
 	Upstreams []UpstreamOptions
 	// TopK is the default number of cards per browse (1..50, default 10).
 	TopK int
@@ -289,9 +272,9 @@ type Runtime struct {
 // New validates opts and builds a Runtime. It connects nothing: Start does.
 func New(opts Options) (*Runtime, error) {
 	if opts.Mode == "" {
-		opts.Mode = ModeGateway
+		opts.Mode = config.ModeGateway
 	}
-	if opts.Mode != ModeGateway && opts.Mode != ModeProxy && opts.Mode != ModeDirect {
+	if opts.Mode != config.ModeGateway && opts.Mode != config.ModeProxy && opts.Mode != config.ModeDirect {
 		return nil, fmt.Errorf("runtime: unknown mode %q", opts.Mode)
 	}
 	if opts.TopK <= 0 {

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"strings"
 	"sync"
 	"testing"
@@ -128,7 +129,7 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 }
 
 func TestGatewaySurface(t *testing.T) {
-	_, cs := startRuntime(t, Options{Mode: ModeGateway, Upstreams: staticFleet(t)})
+	_, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: staticFleet(t)})
 	names := toolNames(t, cs)
 	if strings.Join(names, ",") != "tool_browse,tool_execute,tool_hydrate,tool_view" {
 		t.Fatalf("gateway lists %v", names)
@@ -145,7 +146,7 @@ func TestGatewaySurface(t *testing.T) {
 }
 
 func TestBrowseHydrateExecute(t *testing.T) {
-	_, cs := startRuntime(t, Options{Mode: ModeGateway, Upstreams: staticFleet(t)})
+	_, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: staticFleet(t)})
 
 	_, m := call(t, cs, ToolBrowse, map[string]any{"query": "add two numbers", "top_k": 3})
 	cards := m["cards"].([]any)
@@ -205,7 +206,7 @@ func TestBrowseHydrateExecute(t *testing.T) {
 }
 
 func TestBrowsePaths(t *testing.T) {
-	_, cs := startRuntime(t, Options{Mode: ModeGateway, Upstreams: staticFleet(t), TopK: 2})
+	_, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: staticFleet(t), TopK: 2})
 	_, m := call(t, cs, ToolBrowse, map[string]any{"path": "/"})
 	cards := m["cards"].([]any)
 	if len(cards) != 2 || m["next_cursor"] == nil {
@@ -242,7 +243,7 @@ func TestBrowsePaths(t *testing.T) {
 }
 
 func TestErrorPaths(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: ModeGateway, Upstreams: staticFleet(t)})
+	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: staticFleet(t)})
 	var addID, badID string
 	for _, it := range rt.Snapshot().All() {
 		switch it.UpstreamName {
@@ -291,7 +292,7 @@ func TestErrorPaths(t *testing.T) {
 }
 
 func TestProxySurface(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: ModeProxy, Upstreams: staticFleet(t)})
+	rt, cs := startRuntime(t, Options{Mode: config.ModeProxy, Upstreams: staticFleet(t)})
 	names := toolNames(t, cs)
 	n := len(rt.Snapshot().All())
 	if len(names) != n+3 {
@@ -338,7 +339,7 @@ func TestSanitize(t *testing.T) {
 }
 
 func TestRebuildSwapsAtomically(t *testing.T) {
-	rt, _ := startRuntime(t, Options{Mode: ModeGateway, Upstreams: staticFleet(t)})
+	rt, _ := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: staticFleet(t)})
 	before := rt.state.Load()
 	rt.markDirty("fleet")
 	select {

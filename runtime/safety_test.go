@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +28,7 @@ rules:
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	rt, cs := startRuntime(t, Options{Mode: ModeProxy, Upstreams: staticFleet(t), LocalPrincipal: "alice", Policy: p, StateDir: dir})
+	rt, cs := startRuntime(t, Options{Mode: config.ModeProxy, Upstreams: staticFleet(t), LocalPrincipal: "alice", Policy: p, StateDir: dir})
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)

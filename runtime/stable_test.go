@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"testing"
 )
 
@@ -8,7 +9,7 @@ import (
 // puts the cards it has seen first (id asc, frozen), then the breakpoint
 // card, then new cards (spec 003 §5); another session starts fresh.
 func TestCacheStableBrowse(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: ModeGateway, CacheStable: true, Upstreams: staticFleet(t)})
+	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, CacheStable: true, Upstreams: staticFleet(t)})
 	ids := func(m map[string]any) []string {
 		var out []string
 		for _, c := range m["cards"].([]any) {

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -71,7 +72,7 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 			defer cancel()
 			src, err := c.listing(lctx)
 			var tmpl []*mcp.ResourceTemplate
-			if err == nil && r.opts.Mode == ModeDirect {
+			if err == nil && r.opts.Mode == config.ModeDirect {
 				tmpl, err = c.templates(lctx)
 			}
 			results <- result{c.name(), src, tmpl, err}

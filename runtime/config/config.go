@@ -24,7 +24,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/identity"
+	"github.com/quiver-mcp/quiver/runtime/units"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -46,17 +48,6 @@ const (
 	// ModeDirect lists every upstream tool with its real schema, named
 	// with its upstream's tool_prefix.
 	ModeDirect Mode = "direct"
-)
-
-// Environment selects how unclassified tools are treated.
-type Environment string
-
-// The environments.
-const (
-	// EnvProd denies tools that no registry manifest classifies.
-	EnvProd Environment = "prod"
-	// EnvDev allows them with a warning.
-	EnvDev Environment = "dev"
 )
 
 // Transport is how clients reach quiver.
@@ -113,22 +104,22 @@ const (
 const (
 	DefaultListenAddr         = "127.0.0.1:8080"
 	DefaultListenPath         = "/mcp"
-	DefaultConnectTimeout     = 10 * time.Second
-	DefaultCallTimeout        = 60 * time.Second
-	DefaultSessionIdleTimeout = time.Hour
+	DefaultConnectTimeout     = units.Duration(10 * time.Second)
+	DefaultCallTimeout        = units.Duration(60 * time.Second)
+	DefaultSessionIdleTimeout = units.Duration(time.Hour)
 	DefaultTopK               = 10
 	DefaultMaxChildren        = 20
 	DefaultMaxInlineTokens    = 800
-	DefaultArtifactTTL        = 24 * time.Hour
-	DefaultArtifactMaxBytes   = int64(1) << 30
+	DefaultArtifactTTL        = units.Duration(24 * time.Hour)
+	DefaultArtifactMaxBytes   = units.Size(1) << 30
 	DefaultRetryMaxAttempts   = 1
-	DefaultRetryBaseDelay     = 100 * time.Millisecond
-	DefaultRetryMaxDelay      = 2 * time.Second
-	DefaultCacheTTL           = 60 * time.Second
+	DefaultRetryBaseDelay     = units.Duration(100 * time.Millisecond)
+	DefaultRetryMaxDelay      = units.Duration(2 * time.Second)
+	DefaultCacheTTL           = units.Duration(60 * time.Second)
 	DefaultCacheMaxEntries    = 256
-	DefaultSchemaMaxBytes     = int64(256) << 10 // as catalog.DefaultSchemaLimits
-	DefaultSchemaMaxDepth     = 32               // as catalog.DefaultSchemaLimits
-	DefaultSchemaMaxProperty  = 2048             // as catalog.DefaultSchemaLimits
+	DefaultSchemaMaxBytes     = units.Size(256) << 10 // as catalog.DefaultSchemaLimits
+	DefaultSchemaMaxDepth     = 32                    // as catalog.DefaultSchemaLimits
+	DefaultSchemaMaxProperty  = 2048                  // as catalog.DefaultSchemaLimits
 )
 
 // DefaultRetryableCodes are the error codes retried when retry is on.
@@ -141,85 +132,89 @@ func DefaultRetryableCodes() []string {
 type Config struct {
 	// Source is the file name as given to Load or Parse; "" for Default
 	// and FromCatalog. It is not part of Effective.
-	Source string
+	Source string `json:"-" yaml:"-"`
 	// Dir is the absolute directory relative paths were resolved against.
 	// It is not part of Effective.
-	Dir string
+	Dir string `json:"-" yaml:"-"`
 
-	Mode        Mode
-	Environment Environment
-	Listen      Listen
+	Mode        Mode              `json:"mode" yaml:"mode"`
+	Environment guard.Environment `json:"environment" yaml:"environment"`
+	Listen      Listen            `json:"listen" yaml:"listen"`
 	// StateDir is the absolute state directory (artifacts, idempotency
 	// records, receipts); "" only when neither $XDG_STATE_HOME nor the home
 	// directory is known (Default, FromCatalog).
-	StateDir  string
-	Upstreams []Upstream
+	StateDir  string     `json:"state_dir" yaml:"state_dir"`
+	Upstreams []Upstream `json:"upstreams" yaml:"upstreams"`
 	// Registry holds absolute glob paths of tool_registry manifests.
-	Registry []string
-	Browse   Browse
-	Firewall Firewall
+	Registry []string `json:"registry" yaml:"registry"`
+	Browse   Browse   `json:"browse" yaml:"browse"`
+	Firewall Firewall `json:"firewall" yaml:"firewall"`
 	// Artifacts bounds the artifact store.
-	Artifacts Artifacts
-	Retry     Retry
-	Cache     Cache
+	Artifacts Artifacts `json:"artifacts" yaml:"artifacts"`
+	Retry     Retry     `json:"retry" yaml:"retry"`
+	Cache     Cache     `json:"cache" yaml:"cache"`
 	// RateLimits maps a meta-tool name (tool_browse, tool_execute,
 	// tool_view, tool_hydrate) or "tool:<tool_id glob>" to its limits.
-	RateLimits map[string]RateLimit
-	Expose     Expose
+	RateLimits map[string]RateLimit `json:"rate_limits" yaml:"rate_limits"`
+	Expose     Expose               `json:"expose" yaml:"expose"`
 	// Schema bounds upstream tool schemas at ingest.
-	Schema SchemaLimits
+	Schema SchemaLimits `json:"schema" yaml:"schema"`
 	// TolerantArgs turns on the argument repairs of spec 003 §4.4.
-	TolerantArgs bool
+	TolerantArgs bool `json:"tolerant_args" yaml:"tolerant_args"`
 	// Principals holds capability constraints by principal name: the stdio
 	// principal (the process owner's user name), or "*" for every principal
 	// not named (HTTP sessions until they authenticate).
-	Principals map[string]Principal
+	Principals map[string]Principal `json:"principals" yaml:"principals"`
 	// Auth is who may call quiver: JWT issuers over HTTP, the local
 	// principal over stdio (spec 001 MUST 2).
-	Auth identity.Config
+	Auth identity.Config `json:"auth" yaml:"auth"`
 	// Policy is the policy file; File "" means no policy (allow all).
-	Policy Policy
+	Policy Policy `json:"policy,omitzero" yaml:"policy,omitempty"`
 	// Approvals configure the approval store.
-	Approvals Approvals
+	Approvals Approvals `json:"approvals" yaml:"approvals"`
 	// Receipts configure the audit receipts (state_dir/receipts).
-	Receipts Receipts
+	Receipts Receipts `json:"receipts" yaml:"receipts"`
 	// Incident configures the incident-mode state.
-	Incident Incident
+	Incident Incident `json:"incident" yaml:"incident"`
 	// Admin configures the operator API (/admin/v1/).
-	Admin Admin
-	Log   Log
+	Admin Admin `json:"admin" yaml:"admin"`
+	Log   Log   `json:"log" yaml:"log"`
 }
 
 // Policy names the policy file and how often it is re-read.
 type Policy struct {
 	// File is the absolute path of the policy file; "" for none.
-	File          string
-	WatchInterval time.Duration
+	File          string         `json:"file" yaml:"file"`
+	WatchInterval units.Duration `json:"watch_interval" yaml:"watch_interval"`
 }
+
+// IsZero reports whether no policy file is configured; the effective
+// settings then leave the policy block out.
+func (p Policy) IsZero() bool { return p.File == "" }
 
 // Approvals bound the approval store.
 type Approvals struct {
-	TTL        time.Duration
-	MaxPending int
+	TTL        units.Duration `json:"ttl" yaml:"ttl"`
+	MaxPending int            `json:"max_pending" yaml:"max_pending"`
 }
 
 // Receipts configure the receipts writer.
 type Receipts struct {
 	// Stdout copies every receipt to stdout (HTTP transport only).
-	Stdout bool
+	Stdout bool `json:"stdout" yaml:"stdout"`
 }
 
 // Incident configures the incident state.
 type Incident struct {
 	// Persist keeps the state under state_dir/incident.
-	Persist bool
+	Persist bool `json:"persist" yaml:"persist"`
 }
 
 // Admin configures the operator API; it is mounted when TokenEnv or Claim
 // is set.
 type Admin struct {
-	TokenEnv string
-	Claim    *AdminClaim
+	TokenEnv string      `json:"token_env,omitempty" yaml:"token_env,omitempty"`
+	Claim    *AdminClaim `json:"claim,omitempty" yaml:"claim,omitempty"`
 }
 
 // AdminClaim is the JWT claim that makes a principal an administrator.
@@ -235,78 +230,78 @@ func (a Admin) Enabled() bool { return a.TokenEnv != "" || a.Claim != nil }
 type Principal struct {
 	// ReadOnly confines the principal to tools a registry classifies read
 	// (spec 000 capability.constraints.read_only).
-	ReadOnly bool
+	ReadOnly bool `json:"read_only" yaml:"read_only"`
 }
 
 // Listen is where quiver serves its client.
 type Listen struct {
-	Transport Transport
+	Transport Transport `json:"transport" yaml:"transport"`
 	// Addr is host:port for TransportHTTP.
-	Addr string
+	Addr string `json:"addr" yaml:"addr"`
 	// Path is the URL path of the MCP endpoint for TransportHTTP.
-	Path string
+	Path string `json:"path" yaml:"path"`
 	// TLS, when not nil, serves HTTPS with these absolute file paths.
-	TLS *TLS
+	TLS *TLS `json:"tls,omitempty" yaml:"tls,omitempty"`
 	// AllowedHosts are accepted Host header values (empty: the runtime's
 	// default for Addr).
-	AllowedHosts []string
+	AllowedHosts []string `json:"allowed_hosts" yaml:"allowed_hosts"`
 	// AllowedOrigins are accepted browser Origin header values.
-	AllowedOrigins []string
+	AllowedOrigins []string `json:"allowed_origins" yaml:"allowed_origins"`
 	// SessionIdleTimeout closes an HTTP session that sent no request for
 	// this long, releasing what it holds (per-client upstream sessions,
 	// subscriptions); 0 keeps idle sessions open.
-	SessionIdleTimeout time.Duration
+	SessionIdleTimeout units.Duration `json:"session_idle_timeout" yaml:"session_idle_timeout"`
 }
 
 // TLS names a certificate chain and its private key (absolute paths).
 type TLS struct {
-	Cert string
-	Key  string
+	Cert string `json:"cert" yaml:"cert"`
+	Key  string `json:"key" yaml:"key"`
 }
 
 // Upstream is one MCP server behind quiver. Exactly one of Command, URL,
 // SSE and Catalog is set.
 type Upstream struct {
 	// Name is the server_id; Namespace derives the tool_id namespace.
-	Name string
+	Name string `json:"name" yaml:"name"`
 	// Command is the argv of a stdio server (no shell).
-	Command []string
+	Command []string `json:"command,omitempty" yaml:"command,omitempty,flow"`
 	// URL is a streamable HTTP endpoint.
-	URL string
+	URL string `json:"url,omitempty" yaml:"url,omitempty"`
 	// SSE is a legacy HTTP+SSE endpoint.
-	SSE string
+	SSE string `json:"sse,omitempty" yaml:"sse,omitempty"`
 	// Catalog is the absolute path of a static catalog file.
-	Catalog string
+	Catalog string `json:"catalog,omitempty" yaml:"catalog,omitempty"`
 	// Env is extra environment for a command upstream; a value of the form
 	// ${NAME} is a reference resolved by ResolveEnv.
-	Env map[string]string
+	Env map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
 	// Dir is the absolute working directory of a command upstream (default:
 	// the configuration file's directory); "" for other transports.
-	Dir         string
-	TrustLevel  TrustLevel
-	Risk        Risk
-	Credentials Credentials
+	Dir         string      `json:"dir,omitempty" yaml:"dir,omitempty"`
+	TrustLevel  TrustLevel  `json:"trust_level" yaml:"trust_level"`
+	Risk        Risk        `json:"risk" yaml:"risk"`
+	Credentials Credentials `json:"credentials,omitzero" yaml:"credentials,omitempty"`
 	// ConnectTimeout bounds start-up and the MCP handshake.
-	ConnectTimeout time.Duration
+	ConnectTimeout units.Duration `json:"connect_timeout" yaml:"connect_timeout"`
 	// CallTimeout bounds one call.
-	CallTimeout time.Duration
+	CallTimeout units.Duration `json:"call_timeout" yaml:"call_timeout"`
 	// ToolPrefix prefixes this upstream's tool names where they are listed
 	// by name; the default is Namespace()+"__" (the namespace cut so that
 	// the prefix is at most 64 characters), and "" means no prefix.
-	ToolPrefix string
+	ToolPrefix string `json:"tool_prefix" yaml:"tool_prefix"`
 	// Sessions is how this upstream's MCP sessions map to downstream
 	// sessions: SessionsShared (default) or SessionsPerClient, for a
 	// command, url or sse upstream; "" for a catalog upstream, which has
 	// no session.
-	Sessions SessionMode
+	Sessions SessionMode `json:"sessions,omitempty" yaml:"sessions,omitempty"`
 	// Enabled false keeps the entry without starting or listing it.
-	Enabled bool
+	Enabled bool `json:"enabled" yaml:"enabled"`
 	// Workspace, when set, confines the path arguments of this upstream's
 	// tools (spec 001 MUST 7).
-	Workspace *Workspace
+	Workspace *Workspace `json:"workspace,omitempty" yaml:"workspace,omitempty"`
 	// Egress, when set, confines the URL arguments of this upstream's
 	// tools to an allowlist of hosts (spec 001 MUST 7).
-	Egress *Egress
+	Egress *Egress `json:"egress,omitempty" yaml:"egress,omitempty"`
 }
 
 // Workspace confines path arguments to directories. Paths are cleaned
@@ -316,10 +311,10 @@ type Workspace struct {
 	// Roots are absolute directories (relative ones in the file are
 	// resolved against its directory); relative path arguments are taken
 	// relative to the first.
-	Roots []string
+	Roots []string `json:"roots" yaml:"roots,flow"`
 	// PathArgs are the argument keys holding paths (case-insensitive);
 	// DefaultPathArgs when the file gives none.
-	PathArgs []string
+	PathArgs []string `json:"path_args" yaml:"path_args,flow"`
 }
 
 // DefaultPathArgs are the argument keys a workspace guard checks when its
@@ -332,26 +327,26 @@ func DefaultPathArgs() []string {
 type Egress struct {
 	// Allow holds host names, "*."-prefixed suffixes and IP literals,
 	// optionally with ":port" (lower case).
-	Allow []string
+	Allow []string `json:"allow" yaml:"allow,flow"`
 	// URLArgs, when set, restricts the check to these argument keys;
 	// nil checks every string argument that is a URL.
-	URLArgs []string
+	URLArgs []string `json:"url_args,omitempty" yaml:"url_args,omitempty,flow"`
 }
 
 // Credentials name where the credentials of a url or sse upstream come
 // from. They never hold a secret themselves.
 type Credentials struct {
 	// BearerEnv names the environment variable holding a bearer token.
-	BearerEnv string
+	BearerEnv string `json:"bearer_env,omitempty" yaml:"bearer_env,omitempty"`
 	// BearerFile is the absolute path of a file holding a bearer token.
-	BearerFile string
+	BearerFile string `json:"bearer_file,omitempty" yaml:"bearer_file,omitempty"`
 	// HeadersEnv maps a header name to the environment variable holding
 	// its value.
-	HeadersEnv map[string]string
+	HeadersEnv map[string]string `json:"headers_env,omitempty" yaml:"headers_env,omitempty"`
 	// TokenExchange, when set, exchanges each caller's verified token for
 	// one bound to this upstream (RFC 8693); exclusive with BearerEnv and
 	// BearerFile.
-	TokenExchange *TokenExchange
+	TokenExchange *TokenExchange `json:"token_exchange,omitempty" yaml:"token_exchange,omitempty"`
 }
 
 // IsZero reports whether no credential is configured.
@@ -375,106 +370,106 @@ const (
 type TokenExchange struct {
 	// TokenURL is the authorization server's token endpoint (https, or
 	// http on a loopback host).
-	TokenURL string
+	TokenURL string `json:"token_url" yaml:"token_url"`
 	// ClientID identifies quiver to the token endpoint (HTTP Basic).
-	ClientID string
+	ClientID string `json:"client_id" yaml:"client_id"`
 	// ClientSecretEnv names the environment variable holding the client
 	// secret.
-	ClientSecretEnv string
+	ClientSecretEnv string `json:"client_secret_env" yaml:"client_secret_env"`
 	// Audience is the audience requested (default: the upstream's URL).
-	Audience string
+	Audience string `json:"audience" yaml:"audience"`
 	// Scope is the optional scope requested.
-	Scope string
+	Scope string `json:"scope,omitempty" yaml:"scope,omitempty"`
 	// Subject is whose token is exchanged: always SubjectCaller.
-	Subject string
+	Subject string `json:"subject" yaml:"subject"`
 	// SubjectTokenType is SubjectTokenAccessToken (default) or
 	// SubjectTokenJWT.
-	SubjectTokenType string
+	SubjectTokenType string `json:"subject_token_type" yaml:"subject_token_type"`
 	// GatewayTokenEnv, when set, names the environment variable holding
 	// quiver's own subject token, exchanged the same way for the requests
 	// no caller is bound to (handshake, listings, pings). Without it those
 	// requests carry no Authorization header.
-	GatewayTokenEnv string
+	GatewayTokenEnv string `json:"gateway_token_env,omitempty" yaml:"gateway_token_env,omitempty"`
 }
 
 // Browse configures tool_browse.
 type Browse struct {
 	// TopK is the default and largest number of cards per answer (1..50).
-	TopK int
+	TopK int `json:"top_k" yaml:"top_k"`
 	// CacheStable turns on the cache-stable ordering of spec 003 §5.
-	CacheStable bool
+	CacheStable bool `json:"cache_stable" yaml:"cache_stable"`
 	// MaxChildren is the page size of a path node's children.
-	MaxChildren int
+	MaxChildren int `json:"max_children" yaml:"max_children"`
 }
 
 // Firewall configures the result firewall.
 type Firewall struct {
 	// MaxInlineTokens is the largest result returned inline.
-	MaxInlineTokens int
+	MaxInlineTokens int `json:"max_inline_tokens" yaml:"max_inline_tokens"`
 	// Enabled false returns every result inline.
-	Enabled bool
+	Enabled bool `json:"enabled" yaml:"enabled"`
 	// OffFor holds tool_id or tool name globs: results of matching tools
 	// are returned inline whatever their size (the firewall does not apply
 	// to them).
-	OffFor []string
+	OffFor []string `json:"off_for" yaml:"off_for"`
 }
 
 // Artifacts bounds the artifact store.
 type Artifacts struct {
-	TTL      time.Duration
-	MaxBytes int64
+	TTL      units.Duration `json:"ttl" yaml:"ttl"`
+	MaxBytes units.Size     `json:"max_bytes" yaml:"max_bytes"`
 }
 
 // Retry is the retry policy of spec 003 §4.5; MaxAttempts 1 disables it.
 type Retry struct {
-	MaxAttempts int
-	BaseDelay   time.Duration
-	MaxDelay    time.Duration
-	Jitter      bool
+	MaxAttempts int            `json:"max_attempts" yaml:"max_attempts"`
+	BaseDelay   units.Duration `json:"base_delay" yaml:"base_delay"`
+	MaxDelay    units.Duration `json:"max_delay" yaml:"max_delay"`
+	Jitter      bool           `json:"jitter" yaml:"jitter"`
 	// RetryableCodes are the spec 003 §3.4 error codes that are retried.
-	RetryableCodes []string
+	RetryableCodes []string `json:"retryable_codes" yaml:"retryable_codes,flow"`
 }
 
 // Cache is the read-only response cache of spec 003 §4.5.
 type Cache struct {
 	// ReadOnly turns the cache on for tools that declare readOnlyHint.
-	ReadOnly   bool
-	TTL        time.Duration
-	MaxEntries int
+	ReadOnly   bool           `json:"read_only" yaml:"read_only"`
+	TTL        units.Duration `json:"ttl" yaml:"ttl"`
+	MaxEntries int            `json:"max_entries" yaml:"max_entries"`
 	// Allow restricts caching to these tool_id globs (empty: every
 	// read-only tool).
-	Allow []string
+	Allow []string `json:"allow" yaml:"allow"`
 }
 
 // RateLimit holds the limits of one scope; 0 means unlimited.
 type RateLimit struct {
 	// MaxCallsPerMinute bounds calls in any sliding 60-second window.
-	MaxCallsPerMinute int
+	MaxCallsPerMinute int `json:"max_calls_per_minute,omitempty" yaml:"max_calls_per_minute,omitempty"`
 	// MaxCallsPerSession bounds calls in one session.
-	MaxCallsPerSession int
+	MaxCallsPerSession int `json:"max_calls_per_session,omitempty" yaml:"max_calls_per_session,omitempty"`
 }
 
 // Expose configures direct exposure.
 type Expose struct {
 	// Direct holds tool_id or tool name globs listed with real schemas.
-	Direct []string
+	Direct []string `json:"direct" yaml:"direct"`
 }
 
 // SchemaLimits bound upstream tool schemas (spec 003 §4.4).
 type SchemaLimits struct {
 	// Strict rejects the catalog on any schema error.
-	Strict        bool
-	MaxBytes      int64
-	MaxDepth      int
-	MaxProperties int
+	Strict        bool       `json:"strict" yaml:"strict"`
+	MaxBytes      units.Size `json:"max_bytes" yaml:"max_bytes"`
+	MaxDepth      int        `json:"max_depth" yaml:"max_depth"`
+	MaxProperties int        `json:"max_properties" yaml:"max_properties"`
 }
 
 // Log configures the server log.
 type Log struct {
 	// Level is debug, info, warn or error.
-	Level string
+	Level string `json:"level" yaml:"level"`
 	// Format is text or json.
-	Format string
+	Format string `json:"format" yaml:"format"`
 }
 
 // SlogLevel returns Level as a slog.Level (info when unrecognised).
@@ -518,7 +513,7 @@ func Default() *Config {
 	sd, _ := defaultStateDir()
 	return &Config{
 		Mode:        ModeGateway,
-		Environment: EnvProd,
+		Environment: guard.EnvProd,
 		Listen: Listen{
 			Transport:          TransportStdio,
 			Addr:               DefaultListenAddr,
@@ -555,24 +550,28 @@ func Default() *Config {
 
 // Defaults of the safety-profile blocks.
 const (
-	DefaultPolicyWatchInterval = 2 * time.Second
-	DefaultApprovalTTL         = 15 * time.Minute
+	DefaultPolicyWatchInterval = units.Duration(2 * time.Second)
+	DefaultApprovalTTL         = units.Duration(15 * time.Minute)
 	DefaultApprovalMaxPending  = 100
 )
 
-// defaultUpstream returns an upstream named name with every default but
-// its transport, working directory and session mode (which depend on the
-// transport).
-func defaultUpstream(name string) Upstream {
-	return Upstream{
-		Name:           name,
+// defaults sets the defaults that do not depend on the rest of the entry;
+// the tool prefix (from the name), the working directory and the session
+// mode (from the transport) are set once the entry is decoded
+// (checker.upstreams).
+func (u *Upstream) defaults() {
+	*u = Upstream{
 		TrustLevel:     TrustUnknown,
 		Risk:           RiskHigh,
 		ConnectTimeout: DefaultConnectTimeout,
 		CallTimeout:    DefaultCallTimeout,
-		ToolPrefix:     defaultToolPrefix(name),
 		Enabled:        true,
 	}
+}
+
+// defaults sets the defaults of a token_exchange block.
+func (te *TokenExchange) defaults() {
+	*te = TokenExchange{Subject: SubjectCaller, SubjectTokenType: SubjectTokenAccessToken}
 }
 
 // toolPrefixSep ends a default tool_prefix.
@@ -618,12 +617,13 @@ func FromCatalog(path string) *Config {
 	if toolid.Namespace(name) == "" {
 		name = "catalog"
 	}
-	u := defaultUpstream(name)
-	u.Catalog = abs
+	var u Upstream
+	u.defaults()
+	u.Name, u.ToolPrefix, u.Catalog = name, defaultToolPrefix(name), abs
 	c.Dir = filepath.Dir(abs)
 	// A static catalog dispatches nothing real and comes with no registry:
 	// its tools are unclassified, which prod would deny.
-	c.Environment = EnvDev
+	c.Environment = guard.EnvDev
 	c.Upstreams = []Upstream{u}
 	return c
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/runtime/guard"
+	"github.com/quiver-mcp/quiver/runtime/units"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -60,7 +62,7 @@ func TestFullExample(t *testing.T) {
 		Source:      "full.yaml",
 		Dir:         "/etc/quiver",
 		Mode:        ModeProxy,
-		Environment: EnvDev,
+		Environment: guard.EnvDev,
 		Listen: Listen{
 			Transport:          TransportHTTP,
 			Addr:               "0.0.0.0:9443",
@@ -68,7 +70,7 @@ func TestFullExample(t *testing.T) {
 			TLS:                &TLS{Cert: "/etc/quiver/certs/server.crt", Key: "/etc/quiver/server.key"},
 			AllowedHosts:       []string{"quiver.internal", "quiver.internal:9443"},
 			AllowedOrigins:     []string{"https://app.example.com"},
-			SessionIdleTimeout: 15 * time.Minute,
+			SessionIdleTimeout: units.Duration(15 * time.Minute),
 		},
 		StateDir: "/etc/quiver/state",
 		Upstreams: []Upstream{
@@ -76,7 +78,7 @@ func TestFullExample(t *testing.T) {
 				Name: "GitHub", URL: "https://mcp.github.example/mcp",
 				TrustLevel: TrustVerified, Risk: RiskMedium,
 				Credentials:    Credentials{BearerEnv: "GITHUB_TOKEN", HeadersEnv: map[string]string{"X-GitHub-Org": "GITHUB_ORG"}},
-				ConnectTimeout: 5 * time.Second, CallTimeout: 2 * time.Minute,
+				ConnectTimeout: units.Duration(5 * time.Second), CallTimeout: units.Duration(2 * time.Minute),
 				ToolPrefix: "gh_", Sessions: SessionsShared, Enabled: true,
 				Egress: &Egress{Allow: []string{"api.github.example", "*.githubusercontent.example", "127.0.0.1:8443"}, URLArgs: []string{"url", "endpoint"}},
 			},
@@ -117,10 +119,10 @@ func TestFullExample(t *testing.T) {
 		Registry:  []string{"/etc/quiver/registries/*.json", "/opt/quiver/registry/*.yaml"},
 		Browse:    Browse{TopK: 25, CacheStable: true, MaxChildren: 40},
 		Firewall:  Firewall{MaxInlineTokens: 1200, Enabled: false, OffFor: []string{"files:read_*", "echo"}},
-		Artifacts: Artifacts{TTL: 90 * time.Minute, MaxBytes: 512 << 20},
-		Retry: Retry{MaxAttempts: 3, BaseDelay: 250 * time.Millisecond, MaxDelay: 5 * time.Second,
+		Artifacts: Artifacts{TTL: units.Duration(90 * time.Minute), MaxBytes: 512 << 20},
+		Retry: Retry{MaxAttempts: 3, BaseDelay: units.Duration(250 * time.Millisecond), MaxDelay: units.Duration(5 * time.Second),
 			Jitter: false, RetryableCodes: []string{"UPSTREAM_TIMEOUT", "RATE_LIMITED"}},
-		Cache: Cache{ReadOnly: true, TTL: 90 * time.Second, MaxEntries: 1024, Allow: []string{"github:list_*", "files:read_*"}},
+		Cache: Cache{ReadOnly: true, TTL: units.Duration(90 * time.Second), MaxEntries: 1024, Allow: []string{"github:list_*", "files:read_*"}},
 		RateLimits: map[string]RateLimit{
 			"tool_execute":         {MaxCallsPerMinute: 120, MaxCallsPerSession: 5000},
 			"tool_browse":          {MaxCallsPerMinute: 600},
@@ -134,13 +136,13 @@ func TestFullExample(t *testing.T) {
 			Issuers: []identity.IssuerConfig{
 				{Name: "ci", Issuer: "quiver-ci", Audiences: []string{"quiver"}, Alg: "HS256", HS256SecretEnv: "QUIVER_CI_JWT_SECRET"},
 				{Name: "corp", Issuer: "https://idp.example.com/", Audiences: []string{"quiver", "mcp"}, Alg: "RS256",
-					JWKSFile: "/etc/quiver/keys/jwks.json", JWKSRefresh: 5 * time.Minute, ClockSkew: 30 * time.Second,
+					JWKSFile: "/etc/quiver/keys/jwks.json", JWKSRefresh: units.Duration(5 * time.Minute), ClockSkew: units.Duration(30 * time.Second),
 					Claims: identity.ClaimNames{ActorType: "kind", ClientID: "cid", OrgID: "tenant"}, DefaultActorType: "agent"},
 				{Name: "cloud", Issuer: "https://cloud.example.com/", Audiences: []string{"quiver"}, Alg: "ES256", JWKSURL: "https://cloud.example.com/jwks.json"},
 			},
 			Local: identity.LocalConfig{Sub: "alice", ActorType: "user", OrgID: "acme", Claims: map[string]any{"groups": []any{"sre"}}}},
-		Policy:    Policy{File: "/etc/quiver/policy.yaml", WatchInterval: 5 * time.Second},
-		Approvals: Approvals{TTL: 10 * time.Minute, MaxPending: 20},
+		Policy:    Policy{File: "/etc/quiver/policy.yaml", WatchInterval: units.Duration(5 * time.Second)},
+		Approvals: Approvals{TTL: units.Duration(10 * time.Minute), MaxPending: 20},
 		Receipts:  Receipts{Stdout: true},
 		Incident:  Incident{Persist: false},
 		Admin:     Admin{TokenEnv: "QUIVER_ADMIN_TOKEN", Claim: &AdminClaim{Name: "quiver_admin", Value: "true"}},
@@ -214,7 +216,7 @@ func TestDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"mode", d.Mode, ModeGateway},
-		{"environment", d.Environment, EnvProd},
+		{"environment", d.Environment, guard.EnvProd},
 		{"listen.transport", d.Listen.Transport, TransportStdio},
 		{"listen.addr", d.Listen.Addr, "127.0.0.1:8080"},
 		{"listen.path", d.Listen.Path, "/mcp"},
@@ -227,21 +229,21 @@ func TestDefaults(t *testing.T) {
 		{"firewall.max_inline_tokens", d.Firewall.MaxInlineTokens, 800},
 		{"firewall.enabled", d.Firewall.Enabled, true},
 		{"firewall.off_for", len(d.Firewall.OffFor), 0},
-		{"artifacts.ttl", d.Artifacts.TTL, 24 * time.Hour},
-		{"artifacts.max_bytes", d.Artifacts.MaxBytes, int64(1 << 30)},
+		{"artifacts.ttl", d.Artifacts.TTL, units.Duration(24 * time.Hour)},
+		{"artifacts.max_bytes", d.Artifacts.MaxBytes, units.Size(1 << 30)},
 		{"retry.max_attempts", d.Retry.MaxAttempts, 1},
-		{"retry.base_delay", d.Retry.BaseDelay, 100 * time.Millisecond},
-		{"retry.max_delay", d.Retry.MaxDelay, 2 * time.Second},
+		{"retry.base_delay", d.Retry.BaseDelay, units.Duration(100 * time.Millisecond)},
+		{"retry.max_delay", d.Retry.MaxDelay, units.Duration(2 * time.Second)},
 		{"retry.jitter", d.Retry.Jitter, true},
 		{"retry.retryable_codes", d.Retry.RetryableCodes, []string{"UPSTREAM_TIMEOUT", "UPSTREAM_UNAVAILABLE"}},
 		{"cache.read_only", d.Cache.ReadOnly, false},
-		{"cache.ttl", d.Cache.TTL, 60 * time.Second},
+		{"cache.ttl", d.Cache.TTL, units.Duration(60 * time.Second)},
 		{"cache.max_entries", d.Cache.MaxEntries, 256},
 		{"cache.allow", len(d.Cache.Allow), 0},
 		{"rate_limits", len(d.RateLimits), 0},
 		{"expose.direct", len(d.Expose.Direct), 0},
 		{"schema.strict", d.Schema.Strict, false},
-		{"schema.max_bytes", d.Schema.MaxBytes, int64(catalog.DefaultSchemaLimits.MaxBytes)},
+		{"schema.max_bytes", d.Schema.MaxBytes, units.Size(catalog.DefaultSchemaLimits.MaxBytes)},
 		{"schema.max_depth", d.Schema.MaxDepth, catalog.DefaultSchemaLimits.MaxDepth},
 		{"schema.max_properties", d.Schema.MaxProperties, catalog.DefaultSchemaLimits.MaxProperties},
 		{"tolerant_args", d.TolerantArgs, false},
@@ -265,7 +267,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Upstream{Name: "My Server", Command: []string{"srv"}, Dir: "/etc/quiver", TrustLevel: TrustUnknown,
-		Risk: RiskHigh, ConnectTimeout: 10 * time.Second, CallTimeout: 60 * time.Second, ToolPrefix: "my-server__",
+		Risk: RiskHigh, ConnectTimeout: units.Duration(10 * time.Second), CallTimeout: units.Duration(60 * time.Second), ToolPrefix: "my-server__",
 		Sessions: SessionsShared, Enabled: true}
 	if !reflect.DeepEqual(c.Upstreams[0], want) {
 		t.Fatalf("got %+v\nwant %+v", c.Upstreams[0], want)
@@ -651,40 +653,6 @@ func TestFromCatalog(t *testing.T) {
 	c := FromCatalog("tools.jsonl")
 	if !filepath.IsAbs(c.Upstreams[0].Catalog) {
 		t.Fatalf("relative catalog path kept: %q", c.Upstreams[0].Catalog)
-	}
-}
-
-func TestSizes(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-		err  bool
-	}{
-		{"1", 1, false}, {"1024", 1024, false}, {"1B", 1, false}, {"100KB", 100_000, false},
-		{"1kb", 1000, false}, {"512MiB", 512 << 20, false}, {"1 GiB", 1 << 30, false},
-		{"1.5GiB", 3 << 29, false}, {"2TB", 2e12, false}, {"1TiB", 1 << 40, false},
-		{"1.1B", 0, true}, {"", 0, true}, {"GiB", 0, true}, {"1XB", 0, true}, {"-1", 0, true},
-		{"1e3", 0, true}, {"1/2", 0, true}, {".5KB", 0, true}, {"10000000TiB", 0, true},
-	} {
-		got, err := ParseSize(tc.in)
-		if (err != nil) != tc.err || got != tc.want {
-			t.Errorf("ParseSize(%q) = %d, %v", tc.in, got, err)
-		}
-	}
-	for _, n := range []int64{1, 999, 1000, 1024, 1536, 100_000, 1 << 30, 5 << 40, 3e12, 1<<63 - 1} {
-		s := FormatSize(n)
-		back, err := ParseSize(s)
-		if err != nil || back != n {
-			t.Errorf("FormatSize(%d) = %q -> %d, %v", n, s, back, err)
-		}
-	}
-	for d, want := range map[time.Duration]string{
-		time.Minute: "1m", 24 * time.Hour: "24h", 90 * time.Minute: "1h30m", 100 * time.Millisecond: "100ms",
-		90 * time.Second: "1m30s", time.Hour + time.Second: "1h0m1s", 0: "0s",
-	} {
-		if got := FormatDuration(d); got != want {
-			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
-		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/quiver-mcp/quiver/runtime/units"
 )
 
 // Load reads, validates and resolves the configuration file at path. Files
@@ -64,7 +66,7 @@ func Parse(name string, data []byte, baseDir string) (*Config, error) {
 }
 
 func tooLarge(name string, size int64) *Error {
-	return &Error{File: name, Msg: fmt.Sprintf("file is %d bytes, larger than the limit of %d (%s)", size, MaxFileSize, FormatSize(MaxFileSize))}
+	return &Error{File: name, Msg: fmt.Sprintf("file is %d bytes, larger than the limit of %d (%s)", size, MaxFileSize, units.FormatSize(MaxFileSize))}
 }
 
 // unwrapPathError drops the *PathError wrapper, whose text repeats the path.

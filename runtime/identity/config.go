@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/units"
 )
 
 // Defaults of the auth configuration.
@@ -65,15 +67,15 @@ var ErrConfig = errors.New("invalid auth configuration")
 type Config struct {
 	// Realm is the realm of the WWW-Authenticate challenge (default
 	// "quiver").
-	Realm string `json:"realm,omitempty" yaml:"realm,omitempty"`
+	Realm string `json:"realm" yaml:"realm"`
 	// MaxTokenBytes caps a bearer token (default 8 KiB); longer ones are
 	// refused unparsed.
-	MaxTokenBytes int `json:"max_token_bytes,omitempty" yaml:"max_token_bytes,omitempty"`
+	MaxTokenBytes int `json:"max_token_bytes" yaml:"max_token_bytes"`
 	// Issuers are the token issuers trusted over HTTP. With none, HTTP
 	// requests cannot authenticate.
-	Issuers []IssuerConfig `json:"issuers,omitempty" yaml:"issuers,omitempty"`
+	Issuers []IssuerConfig `json:"issuers" yaml:"issuers"`
 	// Local is the principal of stdio sessions.
-	Local LocalConfig `json:"local,omitzero" yaml:"local,omitempty"`
+	Local LocalConfig `json:"local" yaml:"local"`
 }
 
 // IssuerConfig is one trusted token issuer. Exactly one key source is set:
@@ -86,7 +88,7 @@ type IssuerConfig struct {
 	Issuer string `json:"iss" yaml:"iss"`
 	// Audiences lists the accepted aud values; a token must carry at
 	// least one of them. At least one is required.
-	Audiences []string `json:"audiences" yaml:"audiences"`
+	Audiences []string `json:"audiences" yaml:"audiences,flow"`
 	// Alg pins the signing algorithm: HS256, RS256 or ES256. A token
 	// signed otherwise (including "none") is refused.
 	Alg string `json:"alg" yaml:"alg"`
@@ -100,10 +102,10 @@ type IssuerConfig struct {
 	JWKSURL string `json:"jwks_url,omitempty" yaml:"jwks_url,omitempty"`
 	// JWKSRefresh is how long keys are kept before the JWKS is read again
 	// (default 10m, at least 10s).
-	JWKSRefresh time.Duration `json:"jwks_refresh,omitempty" yaml:"jwks_refresh,omitempty"`
+	JWKSRefresh units.Duration `json:"jwks_refresh,omitempty" yaml:"jwks_refresh,omitempty"`
 	// ClockSkew is the tolerance on exp and nbf (default 60s, at most
 	// 10m).
-	ClockSkew time.Duration `json:"clock_skew,omitempty" yaml:"clock_skew,omitempty"`
+	ClockSkew units.Duration `json:"clock_skew,omitempty" yaml:"clock_skew,omitempty"`
 	// Claims names the claims that fill the principal (defaults:
 	// actor_type, client_id falling back to azp, org_id).
 	Claims ClaimNames `json:"claims,omitzero" yaml:"claims,omitempty"`
@@ -221,10 +223,10 @@ func (c Config) Validate() error {
 		default:
 			fail(f+".alg", "must be one of HS256, RS256, ES256")
 		}
-		if is.JWKSRefresh != 0 && (is.JWKSRefresh < MinJWKSRefresh || is.JWKSRefresh > 24*time.Hour) {
+		if is.JWKSRefresh != 0 && (time.Duration(is.JWKSRefresh) < MinJWKSRefresh || time.Duration(is.JWKSRefresh) > 24*time.Hour) {
 			fail(f+".jwks_refresh", "must be between %s and 24h", MinJWKSRefresh)
 		}
-		if is.ClockSkew < 0 || is.ClockSkew > MaxClockSkew {
+		if is.ClockSkew < 0 || time.Duration(is.ClockSkew) > MaxClockSkew {
 			fail(f+".clock_skew", "must be between 0s and %s", MaxClockSkew)
 		}
 		if is.DefaultActorType != "" && !validActor(is.DefaultActorType) {

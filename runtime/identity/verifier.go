@@ -163,7 +163,7 @@ func NewVerifier(cfg Config, o Options) (*Verifier, error) {
 		v.cfg.Realm = DefaultRealm
 	}
 	for _, ic := range cfg.Issuers {
-		is := &issuer{cfg: ic, skew: ic.ClockSkew, claims: ic.Claims}
+		is := &issuer{cfg: ic, skew: time.Duration(ic.ClockSkew), claims: ic.Claims}
 		if is.skew == 0 {
 			is.skew = DefaultClockSkew
 		}
@@ -173,7 +173,7 @@ func NewVerifier(cfg Config, o Options) (*Verifier, error) {
 		if is.claims.OrgID == "" {
 			is.claims.OrgID = "org_id"
 		}
-		refresh := ic.JWKSRefresh
+		refresh := time.Duration(ic.JWKSRefresh)
 		if refresh == 0 {
 			refresh = DefaultJWKSRefresh
 		}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quiver-mcp/quiver/runtime/units"
+
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -208,7 +210,7 @@ func TestJWKSRotationAndRateLimit(t *testing.T) {
 	}))
 	defer srv.Close()
 	v, err := NewVerifier(Config{Issuers: []IssuerConfig{{Name: "edge", Issuer: issES, Audiences: []string{"quiver"}, Alg: AlgES256,
-		JWKSURL: srv.URL, JWKSRefresh: time.Minute}}}, Options{Now: clock.Now})
+		JWKSURL: srv.URL, JWKSRefresh: units.Duration(time.Minute)}}}, Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,8 +360,8 @@ func TestConfigValidate(t *testing.T) {
 		{"rs256 without source", mod(func(c *IssuerConfig) { c.JWKSURL = "" }), "issuers[0]"},
 		{"plain http jwks", mod(func(c *IssuerConfig) { c.JWKSURL = "http://idp.example/jwks" }), "issuers[0].jwks_url"},
 		{"bad env name", mod(func(c *IssuerConfig) { c.Alg, c.JWKSURL, c.HS256SecretEnv = AlgHS256, "", "1X" }), "issuers[0].hs256_secret_env"},
-		{"skew too large", mod(func(c *IssuerConfig) { c.ClockSkew = time.Hour }), "issuers[0].clock_skew"},
-		{"refresh too small", mod(func(c *IssuerConfig) { c.JWKSRefresh = time.Second }), "issuers[0].jwks_refresh"},
+		{"skew too large", mod(func(c *IssuerConfig) { c.ClockSkew = units.Duration(time.Hour) }), "issuers[0].clock_skew"},
+		{"refresh too small", mod(func(c *IssuerConfig) { c.JWKSRefresh = units.Duration(time.Second) }), "issuers[0].jwks_refresh"},
 		{"bad default actor", mod(func(c *IssuerConfig) { c.DefaultActorType = "robot" }), "issuers[0].default_actor_type"},
 		{"duplicate", Config{Issuers: []IssuerConfig{good, good}}, "issuers[1].name"},
 		{"bad local actor", Config{Local: LocalConfig{ActorType: "x"}}, "local.actor_type"},

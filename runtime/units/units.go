@@ -1,4 +1,8 @@
-package config
+// Package units holds the Duration and Size types of quiver's
+// configuration: how "90s" and "1GiB" are read from a file and written
+// back. It is a leaf package so that every package with a configuration
+// block (config, identity) can use the same types.
+package units
 
 import (
 	"encoding/json"
@@ -9,6 +13,69 @@ import (
 	"strings"
 	"time"
 )
+
+// Duration is a time.Duration read from and written as a Go duration
+// string ("100ms", "1h30m").
+type Duration time.Duration
+
+// ErrDuration is the error of a duration that does not parse; the schema
+// has checked the syntax, so what is left is overflow.
+var ErrDuration = errors.New("is not a valid duration (too large?)")
+
+// String formats d with FormatDuration.
+func (d Duration) String() string { return FormatDuration(time.Duration(d)) }
+
+// MarshalText writes d with FormatDuration, so that YAML and JSON both
+// print "24h" rather than a count of nanoseconds.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return ErrDuration
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Size is a number of bytes, read from an integer or a string with a unit
+// (ParseSize) and written with FormatSize.
+type Size int64
+
+// String formats s with FormatSize.
+func (s Size) String() string { return FormatSize(int64(s)) }
+
+// MarshalText writes s with FormatSize ("1GiB").
+func (s Size) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText parses a size string (ParseSize).
+func (s *Size) UnmarshalText(b []byte) error {
+	n, err := ParseSize(string(b))
+	if err != nil {
+		return err
+	}
+	*s = Size(n)
+	return nil
+}
+
+// UnmarshalJSON accepts a size as a JSON integer or string; the text
+// interface alone would refuse a number.
+func (s *Size) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var str string
+		if err := json.Unmarshal(b, &str); err != nil {
+			return err
+		}
+		return s.UnmarshalText([]byte(str))
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil {
+		return errors.New("is too large")
+	}
+	*s = Size(n)
+	return nil
+}
 
 // ParseSize parses a size: a decimal number of bytes ("1048576"), or a
 // number with a unit: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB,
@@ -107,20 +174,4 @@ func isDecimal(s string) bool {
 		}
 	}
 	return true
-}
-
-// parseSizeValue parses a size given as an integer (json.Number) or a
-// string.
-func parseSizeValue(v any) (int64, error) {
-	switch x := v.(type) {
-	case string:
-		return ParseSize(x)
-	case json.Number:
-		n, err := strconv.ParseInt(string(x), 10, 64)
-		if err != nil {
-			return 0, errors.New("is too large")
-		}
-		return n, nil
-	}
-	return 0, errors.New("not a size")
 }
