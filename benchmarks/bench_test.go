@@ -3,9 +3,10 @@ package benchmarks
 import (
 	"context"
 	"encoding/json"
-	"github.com/quiver-mcp/quiver/runtime/config"
 	"os"
 	"testing"
+
+	"github.com/quiver-mcp/quiver/runtime/config"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/artifacts"

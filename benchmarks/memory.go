@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/quiver-mcp/quiver/runtime/config"
 	"io"
 	"os"
 	"os/exec"
@@ -14,9 +13,13 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/runtime/config"
+	"github.com/quiver-mcp/quiver/runtime/guard"
+	"github.com/quiver-mcp/quiver/runtime/units"
+
 	"github.com/quiver-mcp/quiver/choicecard"
 	"github.com/quiver-mcp/quiver/runtime"
-	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -79,8 +82,8 @@ func MemoryProbe(ctx context.Context, o MemoryProbeOptions) (MemoryResult, error
 		r.ToolsRequested = min(o.Tools, r.ToolsRequested)
 	}
 	t0 := time.Now()
-	rt, err := runtime.New(runtime.Options{Mode: config.ModeGateway, Logger: discardLogger(),
-		Upstreams: []runtime.UpstreamOptions{{Name: "catalog", Catalog: &src}}})
+	rt, err := runtime.New(benchConfig(config.ModeGateway, guard.EnvProd, config.NewUpstream("catalog")),
+		runtime.Deps{Logger: discardLogger(), Catalogs: map[string]catalog.Source{"catalog": src}})
 	if err != nil {
 		return r, fmt.Errorf("runtime: %w", err)
 	}
@@ -187,15 +190,16 @@ func RunStartup(ctx context.Context, bin string, ns []int, progress io.Writer) (
 	var out []StartupResult
 	for _, n := range ns {
 		say("start-up: %d stdio upstreams", n)
-		ups := make([]runtime.UpstreamOptions, n)
+		ups := make([]config.Upstream, n)
 		for i := range ups {
 			name := fmt.Sprintf("up%d", i+1)
-			ups[i] = runtime.UpstreamOptions{Name: name, Spec: upstream.Spec{Command: []string{bin, "-name", name},
-				ConnectTimeout: 60 * time.Second, TerminateGrace: 500 * time.Millisecond}}
+			ups[i] = config.NewUpstream(name)
+			ups[i].Command, ups[i].ConnectTimeout = []string{bin, "-name", name}, units.Duration(60*time.Second)
 		}
+		cfg := benchConfig(config.ModeGateway, guard.EnvProd, ups...)
+		cfg.Timing.ReadyTimeout = 60 * time.Second
 		t0 := time.Now()
-		rt, err := runtime.New(runtime.Options{Mode: config.ModeGateway, Upstreams: ups, Cards: cards, Logger: discardLogger(),
-			ReadyTimeout: 60 * time.Second})
+		rt, err := runtime.New(cfg, runtime.Deps{Cards: cards, Logger: discardLogger()})
 		if err != nil {
 			return nil, fmt.Errorf("runtime: %w", err)
 		}

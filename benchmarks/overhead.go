@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/quiver-mcp/quiver/runtime/config"
 	"io"
 	"net"
 	"net/http"
@@ -17,10 +16,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/runtime/config"
+	"github.com/quiver-mcp/quiver/runtime/units"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/choicecard"
 	"github.com/quiver-mcp/quiver/runtime"
-	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -311,17 +313,24 @@ func (b *bench) setup(ctx context.Context) error {
 	// new TCP connection for most calls.
 	b.hc = &http.Client{Transport: &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 512, IdleConnTimeout: time.Minute}}
 
-	ups := []runtime.UpstreamOptions{
-		{Name: "stdio", Spec: upstream.Spec{Command: []string{b.bin, "-name", "stdio"}, ConnectTimeout: 20 * time.Second, TerminateGrace: 500 * time.Millisecond}},
-		{Name: "http", Spec: upstream.Spec{URL: b.httpUp.url, ConnectTimeout: 20 * time.Second}},
-		{Name: "fast", Spec: upstream.Spec{URL: b.fast.url, ConnectTimeout: 20 * time.Second}},
+	live := func(name string, command []string, url string) config.Upstream {
+		u := config.NewUpstream(name)
+		u.Command, u.URL, u.ConnectTimeout = command, url, units.Duration(20*time.Second)
+		return u
 	}
+	ups := []config.Upstream{
+		live("stdio", []string{b.bin, "-name", "stdio"}, ""),
+		live("http", nil, b.httpUp.url),
+		live("fast", nil, b.fast.url),
+	}
+	catalogs := map[string]catalog.Source{}
 	if b.opts.Catalog != "" {
 		src, err := loadSource(b.opts.Catalog)
 		if err != nil {
 			return err
 		}
-		ups = append(ups, runtime.UpstreamOptions{Name: "catalog", Catalog: &src})
+		ups = append(ups, config.NewUpstream("catalog"))
+		catalogs["catalog"] = src
 		if b.opts.Queries != "" {
 			if b.queries, err = LoadQueries(b.opts.Queries); err != nil {
 				return err
@@ -343,8 +352,9 @@ func (b *bench) setup(ctx context.Context) error {
 			restore = func() { t.MaxIdleConnsPerHost = prev }
 		}
 	}
-	b.rt, err = runtime.New(runtime.Options{Mode: config.ModeGateway, Upstreams: ups, Cards: cards, Logger: discardLogger(), Environment: benchEnvironment,
-		ReadyTimeout: 30 * time.Second})
+	cfg := benchConfig(config.ModeGateway, benchEnvironment, ups...)
+	cfg.Timing.ReadyTimeout = 30 * time.Second
+	b.rt, err = runtime.New(cfg, runtime.Deps{Cards: cards, Logger: discardLogger(), Catalogs: catalogs})
 	restore()
 	if err != nil {
 		return fmt.Errorf("runtime: %w", err)

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/quiver-mcp/quiver/runtime/config"
 	"io"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/config"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
@@ -288,8 +289,8 @@ func SelfQueries(src catalog.Source, n int, seed uint64) []Query {
 // startRuntime starts an in-process runtime serving src as one static
 // upstream, and connects a go-sdk client to it in memory.
 func startRuntime(ctx context.Context, mode config.Mode, src catalog.Source, cards *choicecard.Builder) (*runtime.Runtime, *mcp.ClientSession, func(), error) {
-	rt, err := runtime.New(runtime.Options{Mode: mode, Cards: cards, Logger: discardLogger(), Environment: benchEnvironment,
-		Upstreams: []runtime.UpstreamOptions{{Name: "catalog", Catalog: &src}}})
+	rt, err := runtime.New(benchConfig(mode, benchEnvironment, config.NewUpstream("catalog")),
+		runtime.Deps{Cards: cards, Logger: discardLogger(), Catalogs: map[string]catalog.Source{"catalog": src}})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("runtime: %w", err)
 	}

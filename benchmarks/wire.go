@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 )
 
@@ -196,4 +197,13 @@ func mcpTool(t catalog.ToolDef) (*mcp.Tool, error) {
 		}
 	}
 	return tool, nil
+}
+
+// benchConfig is the configuration of a benchmark's runtime: the defaults
+// in mode and env, with ups and no state directory (artifacts, receipts
+// and approvals in memory, nothing written under the home directory).
+func benchConfig(mode config.Mode, env guard.Environment, ups ...config.Upstream) *config.Config {
+	cfg := config.Default()
+	cfg.Mode, cfg.Environment, cfg.StateDir, cfg.Upstreams = mode, env, "", ups
+	return cfg
 }

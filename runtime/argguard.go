@@ -35,37 +35,6 @@ const (
 	ReasonWorkspaceEscape = "WORKSPACE_ESCAPE"
 )
 
-// WorkspaceGuard confines path arguments to directories. Paths are cleaned
-// lexically (filepath.Clean) and relative paths are taken relative to the
-// first root; symlinks are NOT resolved, so a symlink inside a root that
-// points outside it is not caught: the upstream process itself must not be
-// trusted to resolve links (run it under a sandbox for that).
-type WorkspaceGuard struct {
-	// Roots are absolute directories; the first is the base of relative
-	// paths.
-	Roots []string
-	// PathArgs are the argument keys (any depth, case-insensitive) whose
-	// string values, or arrays of them, are paths; empty means
-	// config.DefaultPathArgs.
-	PathArgs []string
-}
-
-// EgressGuard confines URL arguments to allowlisted hosts.
-type EgressGuard struct {
-	// Allow holds egress.ParseRule entries: host names
-	// ("api.example.com"), wildcard suffixes ("*.example.org": subdomains
-	// only, not the apex) and IP literals, each optionally with ":port";
-	// without a port any port matches.
-	Allow []string
-	// URLArgs, when set, restricts the check to these keys (any depth,
-	// case-insensitive), whose string values (or arrays of them) must then
-	// be http, https, ws, wss or ftp URLs (a value without a scheme is
-	// read as http://value). When empty, every string argument that is an
-	// absolute URL of those schemes is checked (see egress.Target); URLs
-	// inside longer text are not.
-	URLArgs []string
-}
-
 // argGuardError is a refusal by an argument guard.
 type argGuardError struct {
 	err   *Error
@@ -74,7 +43,7 @@ type argGuardError struct {
 
 // checkWorkspace checks args against g; nil when every path argument is
 // inside a root.
-func checkWorkspace(g *WorkspaceGuard, args map[string]any) *argGuardError {
+func checkWorkspace(g *config.Workspace, args map[string]any) *argGuardError {
 	keys := keySet(g.PathArgs)
 	if len(keys) == 0 {
 		keys = keySet(config.DefaultPathArgs())
@@ -182,7 +151,7 @@ func within(root, p string) bool {
 
 // checkEgress checks args against g; nil when every URL argument names an
 // allowlisted host.
-func checkEgress(g *EgressGuard, args map[string]any) *argGuardError {
+func checkEgress(g *config.Egress, args map[string]any) *argGuardError {
 	var rules []egress.Rule
 	for _, a := range g.Allow {
 		if r, err := egress.ParseRule(a); err == nil { // validated at config load
@@ -268,15 +237,9 @@ func keySet(keys []string) map[string]bool {
 
 // argGuardsOf returns the guards configured for the upstream serving
 // server (nil when none).
-func (r *Runtime) argGuardsOf(st *state, server string) (*WorkspaceGuard, *EgressGuard) {
-	c, ok := st.owner[server]
-	if !ok {
-		return nil, nil
-	}
-	for i := range r.opts.Upstreams {
-		if u := &r.opts.Upstreams[i]; u.Name == c.name() {
-			return u.Workspace, u.Egress
-		}
+func (r *Runtime) argGuardsOf(st *state, server string) (*config.Workspace, *config.Egress) {
+	if e := r.entryOf(st, server); e != nil {
+		return e.cfg.Workspace, e.cfg.Egress
 	}
 	return nil, nil
 }

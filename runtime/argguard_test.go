@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+
+	"github.com/quiver-mcp/quiver/runtime/config"
 )
 
 func mustArgs(t *testing.T, raw string) map[string]any {
@@ -16,7 +18,7 @@ func mustArgs(t *testing.T, raw string) map[string]any {
 }
 
 func TestCheckWorkspace(t *testing.T) {
-	g := &WorkspaceGuard{Roots: []string{"/ws/main", "/shared/data"}}
+	g := &config.Workspace{Roots: []string{"/ws/main", "/shared/data"}}
 	for _, tc := range []struct {
 		name, raw string
 		key       string // "" when allowed
@@ -67,18 +69,18 @@ func TestCheckWorkspace(t *testing.T) {
 			}
 		})
 	}
-	custom := &WorkspaceGuard{Roots: []string{"/ws"}, PathArgs: []string{"Where"}}
+	custom := &config.Workspace{Roots: []string{"/ws"}, PathArgs: []string{"Where"}}
 	if g := checkWorkspace(custom, mustArgs(t, `{"where":"/etc","path":"/etc"}`)); g == nil || g.err.Details["arg"] != "where" {
 		t.Fatalf("custom keys: %+v", g)
 	}
 }
 
 func TestCheckEgress(t *testing.T) {
-	open := &EgressGuard{Allow: []string{"api.example.com", "*.example.org", "127.0.0.1", "ports.example:8443"}}
-	keyed := &EgressGuard{Allow: open.Allow, URLArgs: []string{"URL", "endpoints"}}
+	open := &config.Egress{Allow: []string{"api.example.com", "*.example.org", "127.0.0.1", "ports.example:8443"}}
+	keyed := &config.Egress{Allow: open.Allow, URLArgs: []string{"URL", "endpoints"}}
 	for _, tc := range []struct {
 		name string
-		g    *EgressGuard
+		g    *config.Egress
 		raw  string
 		host string // "" when allowed
 	}{

@@ -45,7 +45,7 @@ func emptyExposure() *exposure {
 
 // exposes reports whether a runtime lists anything directly.
 func (r *Runtime) exposes() bool {
-	return r.opts.Mode == config.ModeDirect || (r.opts.Mode == config.ModeGateway && len(r.opts.Expose) > 0)
+	return r.cfg.Mode == config.ModeDirect || (r.cfg.Mode == config.ModeGateway && len(r.cfg.Expose.Direct) > 0)
 }
 
 // prefixOf is the tool_prefix of the upstream serving server.
@@ -54,9 +54,9 @@ func (r *Runtime) prefixOf(owner map[string]conn, server string) string {
 	if !ok {
 		return ""
 	}
-	for _, u := range r.opts.Upstreams {
-		if u.Name == c.name() {
-			return u.ToolPrefix
+	for _, e := range r.upstreams {
+		if e.conn == c {
+			return e.cfg.ToolPrefix
 		}
 	}
 	return ""
@@ -65,10 +65,10 @@ func (r *Runtime) prefixOf(owner map[string]conn, server string) string {
 // exposedTool reports whether gateway mode lists a tool directly: a glob of
 // Options.Expose matches its tool_id, its upstream name or its exposed name.
 func (r *Runtime) exposedTool(it *catalog.Item, name string) bool {
-	if r.opts.Mode == config.ModeDirect {
+	if r.cfg.Mode == config.ModeDirect {
 		return true
 	}
-	return matchAny(r.opts.Expose, it.ID, it.UpstreamName, name)
+	return matchAny(r.cfg.Expose.Direct, it.ID, it.UpstreamName, name)
 }
 
 // matchAny reports whether one of globs matches one of names.
@@ -96,7 +96,7 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, owner map[strin
 	for _, t := range r.metaTools() {
 		reserved[t.Name] = true
 	}
-	if r.opts.Mode == config.ModeGateway {
+	if r.cfg.Mode == config.ModeGateway {
 		// The resource and prompt verbs come and go with the catalog.
 		for _, n := range []string{ResourceBrowse, ResourceRead, PromptBrowse, PromptGet} {
 			reserved[n] = true
@@ -153,7 +153,7 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, owner map[strin
 		}
 	}
 	assign(toolid.KindTool, next.tools, prev.tools, "tool")
-	if r.opts.Mode != config.ModeDirect {
+	if r.cfg.Mode != config.ModeDirect {
 		return next
 	}
 	assign(toolid.KindPrompt, next.prompts, prev.prompts, "prompt")
@@ -400,7 +400,7 @@ func (r *Runtime) verbatim(it *catalog.Item, res *mcp.CallToolResult) bool {
 	if r.fw == nil || r.firewallOffFor(it) {
 		return true
 	}
-	budget := r.opts.MaxInlineTokens
+	budget := r.cfg.Firewall.MaxInlineTokens
 	if budget <= 0 {
 		budget = firewall.DefaultMaxInlineTokens
 	}
@@ -437,7 +437,7 @@ func (r *Runtime) verbatim(it *catalog.Item, res *mcp.CallToolResult) bool {
 // firewallOffFor reports whether Options.FirewallOffFor exempts a tool from
 // the firewall: its results are returned inline, however large.
 func (r *Runtime) firewallOffFor(it *catalog.Item) bool {
-	return len(r.opts.FirewallOffFor) > 0 && matchAny(r.opts.FirewallOffFor, it.ID, it.UpstreamName)
+	return len(r.cfg.Firewall.OffFor) > 0 && matchAny(r.cfg.Firewall.OffFor, it.ID, it.UpstreamName)
 }
 
 // directResult is what a direct call answers for an envelope the firewall

@@ -4,15 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/quiver-mcp/quiver/runtime/config"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/quiver-mcp/quiver/runtime/config"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
-	"github.com/quiver-mcp/quiver/runtime/guard"
 )
 
 // exposeTool is a static catalog tool.
@@ -22,7 +22,7 @@ func exposeTool(name string) catalog.ToolDef {
 
 // staticUpstream is a static upstream serving tools (and optionally
 // prompts and resources) under prefix.
-func staticUpstream(name, prefix string, tools []string, prompts []string, uris []string) UpstreamOptions {
+func staticUpstream(name, prefix string, tools []string, prompts []string, uris []string) testUpstream {
 	src := catalog.Source{}
 	for _, n := range tools {
 		src.Tools = append(src.Tools, exposeTool(n))
@@ -33,20 +33,16 @@ func staticUpstream(name, prefix string, tools []string, prompts []string, uris 
 	for _, u := range uris {
 		src.Resources = append(src.Resources, catalog.ResourceDef{URI: u, Name: u, Text: "x"})
 	}
-	return UpstreamOptions{Name: name, Catalog: &src, ToolPrefix: prefix}
+	u := newUpstream(name)
+	u.ToolPrefix = prefix
+	return testUpstream{cfg: u, src: &src}
 }
 
 // newDirectRuntime builds and starts a runtime with static upstreams; it
 // returns Start's error.
-func newDirectRuntime(t *testing.T, opts Options) (*Runtime, error) {
+func newDirectRuntime(t *testing.T, rg rig) (*Runtime, error) {
 	t.Helper()
-	if opts.Cards == nil {
-		opts.Cards = testCards(t)
-	}
-	if opts.Environment == "" {
-		opts.Environment = guard.EnvDev
-	}
-	rt, err := New(opts)
+	rt, err := New(rg.cfg, rg.deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,10 +80,10 @@ func sortedNames[V any](m map[string]V) []string {
 
 func TestDirectExposeNames(t *testing.T) {
 	t.Parallel()
-	rt, err := newDirectRuntime(t, Options{Mode: config.ModeDirect, Upstreams: []UpstreamOptions{
+	rt, err := newDirectRuntime(t, setup(t, config.ModeDirect, []testUpstream{
 		staticUpstream("a", "a_", []string{"search", "fetch"}, []string{"greet"}, []string{"file:///a.txt"}),
 		staticUpstream("b", "b_", []string{"search", "list"}, []string{"greet"}, []string{"file:///b.txt"}),
-	}})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,29 +127,29 @@ func TestDirectExposeCollisionFailsStart(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
-		ups      []UpstreamOptions
+		ups      []testUpstream
 		contains []string
 	}{
-		{"tools, no prefixes", []UpstreamOptions{
+		{"tools, no prefixes", []testUpstream{
 			staticUpstream("a", "", []string{"search"}, nil, nil),
 			staticUpstream("b", "", []string{"search"}, nil, nil),
 		}, []string{"name collision", `tool "search" of server "b"`, `taken by server "a"`, "tool_prefix"}},
-		{"tools, a prefix that makes names meet", []UpstreamOptions{
+		{"tools, a prefix that makes names meet", []testUpstream{
 			staticUpstream("a", "", []string{"x_search"}, nil, nil),
 			staticUpstream("b", "x_", []string{"search"}, nil, nil),
 		}, []string{"name collision", `tool "x_search" of server "b"`}},
-		{"prompts", []UpstreamOptions{
+		{"prompts", []testUpstream{
 			staticUpstream("a", "", []string{"one"}, []string{"greet"}, nil),
 			staticUpstream("b", "", []string{"two"}, []string{"greet"}, nil),
 		}, []string{"name collision", `prompt "greet" of server "b"`}},
-		{"a meta-tool's name", []UpstreamOptions{
+		{"a meta-tool's name", []testUpstream{
 			staticUpstream("a", "", []string{ToolView, "ok"}, nil, nil),
 		}, []string{"name collision", `tool "tool_view" of server "a": the name is a quiver meta-tool's`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := newDirectRuntime(t, Options{Mode: config.ModeDirect, Upstreams: tc.ups})
+			_, err := newDirectRuntime(t, setup(t, config.ModeDirect, tc.ups))
 			if err == nil {
 				t.Fatal("Start succeeded despite a name collision")
 			}
@@ -170,10 +166,10 @@ func TestDirectExposeCollisionFailsStart(t *testing.T) {
 // URI start, the first configured serves it, and the second's is withheld.
 func TestDirectExposeSameResourceURI(t *testing.T) {
 	t.Parallel()
-	rt, err := newDirectRuntime(t, Options{Mode: config.ModeDirect, Upstreams: []UpstreamOptions{
+	rt, err := newDirectRuntime(t, setup(t, config.ModeDirect, []testUpstream{
 		staticUpstream("a", "a_", nil, nil, []string{"file:///same"}),
 		staticUpstream("b", "b_", nil, nil, []string{"file:///same"}),
-	}})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,9 +186,9 @@ func TestDirectExposeSameResourceURI(t *testing.T) {
 func TestDirectExposeMetaToolNames(t *testing.T) {
 	t.Parallel()
 	// Direct mode's only meta-tool is tool_view: tool_browse is free.
-	rt, err := newDirectRuntime(t, Options{Mode: config.ModeDirect, Upstreams: []UpstreamOptions{
+	rt, err := newDirectRuntime(t, setup(t, config.ModeDirect, []testUpstream{
 		staticUpstream("a", "", []string{ToolBrowse, "x"}, nil, nil),
-	}})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,9 +196,9 @@ func TestDirectExposeMetaToolNames(t *testing.T) {
 		t.Fatalf("exposed %v, want tool_browse listed in direct mode", got)
 	}
 	// With the firewall off there is no tool_view to reserve.
-	rt, err = newDirectRuntime(t, Options{Mode: config.ModeDirect, FirewallOff: true, Upstreams: []UpstreamOptions{
+	rt, err = newDirectRuntime(t, setup(t, config.ModeDirect, []testUpstream{
 		staticUpstream("a", "", []string{ToolView}, nil, nil),
-	}})
+	}, func(r *rig) { r.cfg.Firewall.Enabled = !(true) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,9 +206,9 @@ func TestDirectExposeMetaToolNames(t *testing.T) {
 		t.Fatalf("exposed %v, want tool_view listed with the firewall off", got)
 	}
 	// A prefix avoids the reserved name.
-	rt, err = newDirectRuntime(t, Options{Mode: config.ModeDirect, Upstreams: []UpstreamOptions{
+	rt, err = newDirectRuntime(t, setup(t, config.ModeDirect, []testUpstream{
 		staticUpstream("a", "a_", []string{ToolView}, nil, nil),
-	}})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,11 +220,9 @@ func TestDirectExposeMetaToolNames(t *testing.T) {
 // unstarted returns a runtime that was built but not started, with the
 // snapshot and owner map of its static upstreams in configuration order
 // (what rebuild computes).
-func unstarted(t *testing.T, opts Options) (*Runtime, *catalog.Snapshot, map[string]conn) {
+func unstarted(t *testing.T, rg rig) (*Runtime, *catalog.Snapshot, map[string]conn) {
 	t.Helper()
-	opts.Cards = testCards(t)
-	opts.Environment = guard.EnvDev
-	rt, err := New(opts)
+	rt, err := New(rg.cfg, rg.deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,10 +266,10 @@ func idIn(t *testing.T, snap *catalog.Snapshot, server, name string) string {
 
 func TestExposeKeepsPreviousHolder(t *testing.T) {
 	t.Parallel()
-	rt, snap, owner := unstarted(t, Options{Mode: config.ModeDirect, Upstreams: []UpstreamOptions{
+	rt, snap, owner := unstarted(t, setup(t, config.ModeDirect, []testUpstream{
 		staticUpstream("a", "", []string{"search", "only_a"}, []string{"greet"}, []string{"file:///same"}),
 		staticUpstream("b", "", []string{"search"}, []string{"greet"}, []string{"file:///same"}),
-	}})
+	}))
 	aSearch, bSearch := idIn(t, snap, "a", "search"), idIn(t, snap, "b", "search")
 	aGreet, bGreet := idIn(t, snap, "a", "greet"), idIn(t, snap, "b", "greet")
 	aRes, bRes := idIn(t, snap, "a", "file:///same"), idIn(t, snap, "b", "file:///same")
@@ -327,10 +321,10 @@ func TestExposeKeepsPreviousHolder(t *testing.T) {
 
 func TestExposeTemplates(t *testing.T) {
 	t.Parallel()
-	rt, snap, owner := unstarted(t, Options{Mode: config.ModeDirect, Upstreams: []UpstreamOptions{
+	rt, snap, owner := unstarted(t, setup(t, config.ModeDirect, []testUpstream{
 		staticUpstream("a", "", []string{"x"}, nil, nil),
 		staticUpstream("b", "", []string{"y"}, nil, nil),
-	}})
+	}))
 	tmpl := func(ut string) *mcp.ResourceTemplate { return &mcp.ResourceTemplate{URITemplate: ut, Name: ut} }
 	e := rt.expose(emptyExposure(), snap, owner, map[string][]*mcp.ResourceTemplate{
 		"a": {tmpl("x://{id}"), tmpl("a://{id}")},
@@ -349,9 +343,9 @@ func TestExposeTemplates(t *testing.T) {
 
 func TestExposeMetaToolWithheld(t *testing.T) {
 	t.Parallel()
-	rt, snap, owner := unstarted(t, Options{Mode: config.ModeDirect, Upstreams: []UpstreamOptions{
+	rt, snap, owner := unstarted(t, setup(t, config.ModeDirect, []testUpstream{
 		staticUpstream("a", "", []string{ToolView, "fine"}, []string{ToolView}, nil),
-	}})
+	}))
 	e := rt.expose(emptyExposure(), snap, owner, nil)
 	if _, ok := e.tools[ToolView]; ok {
 		t.Fatalf("a tool took the meta-tool's name: %v", e.tools)
@@ -370,8 +364,8 @@ func TestExposeMetaToolWithheld(t *testing.T) {
 
 func TestGatewayExposeGlobs(t *testing.T) {
 	t.Parallel()
-	ups := func() []UpstreamOptions {
-		return []UpstreamOptions{
+	ups := func() []testUpstream {
+		return []testUpstream{
 			staticUpstream("a", "a_", []string{"search", "fetch"}, []string{"greet"}, nil),
 			staticUpstream("b", "b_", []string{"search", "list"}, nil, nil),
 		}
@@ -398,7 +392,7 @@ func TestGatewayExposeGlobs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rt, err := newDirectRuntime(t, Options{Mode: config.ModeGateway, Expose: tc.expose, Upstreams: ups()})
+			rt, err := newDirectRuntime(t, setup(t, config.ModeGateway, ups(), func(r *rig) { r.cfg.Expose.Direct = tc.expose }))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -429,16 +423,16 @@ func TestGatewayExposeGlobs(t *testing.T) {
 
 func TestGatewayExposeByExactID(t *testing.T) {
 	t.Parallel()
-	ups := []UpstreamOptions{
+	ups := []testUpstream{
 		staticUpstream("a", "a_", []string{"search", "fetch"}, nil, nil),
 		staticUpstream("b", "b_", []string{"search"}, nil, nil),
 	}
-	rt, err := newDirectRuntime(t, Options{Mode: config.ModeGateway, Upstreams: ups})
+	rt, err := newDirectRuntime(t, setup(t, config.ModeGateway, ups))
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := idIn(t, rt.Snapshot(), "b", "search")
-	rt, err = newDirectRuntime(t, Options{Mode: config.ModeGateway, Expose: []string{id}, Upstreams: ups})
+	rt, err = newDirectRuntime(t, setup(t, config.ModeGateway, ups, func(r *rig) { r.cfg.Expose.Direct = []string{id} }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,9 +444,9 @@ func TestGatewayExposeByExactID(t *testing.T) {
 func TestGatewayExposeReservesMetaTools(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{ToolBrowse, ToolHydrate, ToolExecute, ToolView} {
-		_, err := newDirectRuntime(t, Options{Mode: config.ModeGateway, Expose: []string{"*"}, Upstreams: []UpstreamOptions{
+		_, err := newDirectRuntime(t, setup(t, config.ModeGateway, []testUpstream{
 			staticUpstream("a", "", []string{name}, nil, nil),
-		}})
+		}, func(r *rig) { r.cfg.Expose.Direct = []string{"*"} }))
 		if err == nil || !strings.Contains(err.Error(), "meta-tool") {
 			t.Errorf("exposing a tool named %s in gateway mode: Start = %v, want a meta-tool name collision", name, err)
 		}
@@ -468,9 +462,9 @@ func TestGatewayExposeReservesPrimitiveVerbs(t *testing.T) {
 	for _, name := range []string{ResourceBrowse, ResourceRead, PromptBrowse, PromptGet} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			rt, err := newDirectRuntime(t, Options{Mode: config.ModeGateway, Expose: []string{name}, Upstreams: []UpstreamOptions{
+			rt, err := newDirectRuntime(t, setup(t, config.ModeGateway, []testUpstream{
 				staticUpstream("a", "", []string{name}, []string{"greet"}, []string{"file:///r.txt"}),
-			}})
+			}, func(r *rig) { r.cfg.Expose.Direct = []string{name} }))
 			if err != nil {
 				if !strings.Contains(err.Error(), "name collision") {
 					t.Fatal(err)
@@ -525,9 +519,9 @@ func TestMatchAny(t *testing.T) {
 
 func TestVerbatim(t *testing.T) {
 	t.Parallel()
-	rt, err := newDirectRuntime(t, Options{Mode: config.ModeDirect, FirewallOffFor: []string{"a:loud*", "raw_*"}, Upstreams: []UpstreamOptions{
+	rt, err := newDirectRuntime(t, setup(t, config.ModeDirect, []testUpstream{
 		staticUpstream("a", "", []string{"x"}, nil, nil),
-	}})
+	}, func(r *rig) { r.cfg.Firewall.OffFor = []string{"a:loud*", "raw_*"} }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -590,7 +584,7 @@ func TestVerbatim(t *testing.T) {
 	}
 
 	// A smaller inline budget.
-	small, err := newDirectRuntime(t, Options{Mode: config.ModeDirect, MaxInlineTokens: 5, Upstreams: []UpstreamOptions{staticUpstream("a", "", []string{"x"}, nil, nil)}})
+	small, err := newDirectRuntime(t, setup(t, config.ModeDirect, []testUpstream{staticUpstream("a", "", []string{"x"}, nil, nil)}, func(r *rig) { r.cfg.Firewall.MaxInlineTokens = 5 }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,7 +596,7 @@ func TestVerbatim(t *testing.T) {
 	}
 
 	// The firewall off: everything is verbatim.
-	off, err := newDirectRuntime(t, Options{Mode: config.ModeDirect, FirewallOff: true, Upstreams: []UpstreamOptions{staticUpstream("a", "", []string{"x"}, nil, nil)}})
+	off, err := newDirectRuntime(t, setup(t, config.ModeDirect, []testUpstream{staticUpstream("a", "", []string{"x"}, nil, nil)}, func(r *rig) { r.cfg.Firewall.Enabled = !(true) }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func (r *Runtime) handleDirectPrompt(ctx context.Context, req *mcp.GetPromptRequ
 		if !ok {
 			return newError(CodeUpstreamUnavailable, "the upstream of prompt %q is not connected", req.Params.Name)
 		}
-		cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.Timing.CallTimeout)
 		defer cancel()
 		res, err := c.getPrompt(cctx, it, args)
 		if err != nil {
@@ -95,7 +95,7 @@ func (r *Runtime) handleDirectResource(ctx context.Context, req *mcp.ReadResourc
 		if e := r.authorize(ctx, st, it, nil, false); e != nil {
 			return e
 		}
-		cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.Timing.CallTimeout)
 		defer cancel()
 		res, err := c.readResource(cctx, it)
 		if err != nil {
@@ -179,7 +179,7 @@ func (r *Runtime) handleComplete(ctx context.Context, req *mcp.CompleteRequest) 
 		default:
 			return newError(CodeArgsInvalid, "unknown reference type %q", ref.Type)
 		}
-		cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.Timing.CallTimeout)
 		defer cancel()
 		res, err := c.complete(cctx, &p)
 		if err != nil {

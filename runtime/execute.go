@@ -54,18 +54,12 @@ type upstreamInfo struct {
 
 func (r *Runtime) upstreamOf(st *state, server string) upstreamInfo {
 	info := upstreamInfo{trust: "unknown", risk: "HIGH"}
-	c, ok := st.owner[server]
-	if !ok {
-		return info
-	}
-	for _, u := range r.opts.Upstreams {
-		if u.Name == c.name() {
-			if u.TrustLevel != "" {
-				info.trust = u.TrustLevel
-			}
-			if u.Risk != "" {
-				info.risk = u.Risk
-			}
+	if e := r.entryOf(st, server); e != nil {
+		if e.cfg.TrustLevel != "" {
+			info.trust = string(e.cfg.TrustLevel)
+		}
+		if e.cfg.Risk != "" {
+			info.risk = string(e.cfg.Risk)
 		}
 	}
 	return info
@@ -146,7 +140,7 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	r.recordItem(ctx, st, it)
 	var repairs []string
 	raw := a.Args
-	if r.opts.TolerantArgs {
+	if r.cfg.TolerantArgs {
 		if fixed, ok := controls.ParseStringifiedArgs(raw); ok {
 			raw = fixed
 			repairs = append(repairs, controls.ArgRepair{Rule: controls.RuleParseStringifiedObject}.String())
@@ -159,7 +153,7 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	if e != nil {
 		return nil, e
 	}
-	if r.opts.TolerantArgs {
+	if r.cfg.TolerantArgs {
 		for _, rp := range controls.RepairArgs(args, it.InputSchema()) {
 			repairs = append(repairs, rp.String())
 		}
@@ -318,12 +312,12 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 			return nil, finish(newError(CodeUpstreamUnavailable, "the upstream of %q is not connected", it.ID), false)
 		}
 		var err error
-		res, attempts, err = controls.Do(ctx, r.opts.Retry, func(ctx context.Context) (*mcp.CallToolResult, error) {
-			cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+		res, attempts, err = controls.Do(ctx, r.retry, func(ctx context.Context) (*mcp.CallToolResult, error) {
+			cctx, cancel := context.WithTimeout(ctx, r.cfg.Timing.CallTimeout)
 			defer cancel()
 			res, err := c.callTool(cctx, it, args)
 			if err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-				return nil, newError(CodeUpstreamTimeout, "the upstream did not answer within %s", r.opts.CallTimeout).withCause(err)
+				return nil, newError(CodeUpstreamTimeout, "the upstream did not answer within %s", r.cfg.Timing.CallTimeout).withCause(err)
 			}
 			return res, err
 		}, func(err error) controls.Failure {

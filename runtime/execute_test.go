@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"github.com/quiver-mcp/quiver/runtime/config"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quiver-mcp/quiver/runtime/config"
+	"github.com/quiver-mcp/quiver/runtime/units"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
-	"github.com/quiver-mcp/quiver/runtime/controls"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/quiver-mcp/quiver/schemas"
@@ -106,11 +107,10 @@ func recordedCalls(t *testing.T, record string) map[string]int {
 
 // guardedAlpha starts a prod runtime over a recording alpha with the alpha
 // manifest.
-func guardedAlpha(t *testing.T, mut func(*Options)) (*Runtime, *mcp.ClientSession, string) {
+func guardedAlpha(t *testing.T, mut func(*rig)) (*Runtime, *mcp.ClientSession, string) {
 	t.Helper()
 	record := filepath.Join(t.TempDir(), "calls.jsonl")
-	opts := Options{Mode: config.ModeGateway, Environment: guard.EnvProd, Registry: registryOf(t, alphaManifest),
-		Upstreams: []UpstreamOptions{liveUpstream("alpha", "-record", record)}}
+	opts := setup(t, config.ModeGateway, []testUpstream{liveUpstream("alpha", "-record", record)}, func(r *rig) { r.cfg.Environment = guard.EnvProd; r.deps.Registry = registryOf(t, alphaManifest) })
 	if mut != nil {
 		mut(&opts)
 	}
@@ -209,15 +209,15 @@ func validateEffect(t *testing.T, ef any) {
 
 func TestExecuteEnvironmentsAndCapability(t *testing.T) {
 	// dev: unclassified tools run (with a warning in the log).
-	rt, cs, _ := guardedAlpha(t, func(o *Options) { o.Environment = guard.EnvDev })
+	rt, cs, _ := guardedAlpha(t, func(o *rig) { o.cfg.Environment = guard.EnvDev })
 	res, env := runExec(t, cs, map[string]any{"tool_id": idOf(t, rt, "alpha", "whoami")})
 	if res.IsError || env["effect"].(map[string]any)["tool_class"] != "unclassified" {
 		t.Fatalf("dev whoami: %v", env)
 	}
 	// A read-only principal may run read tools only.
-	rt, cs, record := guardedAlpha(t, func(o *Options) {
-		o.LocalPrincipal = "auditor"
-		o.Principals = map[string]Principal{"auditor": {ReadOnly: true}}
+	rt, cs, record := guardedAlpha(t, func(o *rig) {
+		o.cfg.Auth.Local.Sub = "auditor"
+		o.cfg.Principals = map[string]config.Principal{"auditor": {ReadOnly: true}}
 	})
 	wantError(t, cs, ToolExecute, map[string]any{"tool_id": idOf(t, rt, "alpha", "echo"), "args": map[string]any{"text": "x"}, "idempotency_key": "k"}, CodeToolClassMismatch)
 	if res, env := runExec(t, cs, map[string]any{"tool_id": idOf(t, rt, "alpha", "add"), "args": map[string]any{"a": 1, "b": 2}}); res.IsError {
@@ -227,9 +227,9 @@ func TestExecuteEnvironmentsAndCapability(t *testing.T) {
 		t.Fatalf("calls %v", calls)
 	}
 	// "*" applies to principals not named.
-	rt, cs, _ = guardedAlpha(t, func(o *Options) {
-		o.LocalPrincipal = "someone"
-		o.Principals = map[string]Principal{"*": {ReadOnly: true}, "admin": {}}
+	rt, cs, _ = guardedAlpha(t, func(o *rig) {
+		o.cfg.Auth.Local.Sub = "someone"
+		o.cfg.Principals = map[string]config.Principal{"*": {ReadOnly: true}, "admin": {}}
 	})
 	wantError(t, cs, ToolExecute, map[string]any{"tool_id": idOf(t, rt, "alpha", "echo"), "args": map[string]any{"text": "x"}, "idempotency_key": "k"}, CodeToolClassMismatch)
 }
@@ -239,8 +239,11 @@ func TestExecuteEnvironmentsAndCapability(t *testing.T) {
 func TestIdempotentWrites(t *testing.T) {
 	state := t.TempDir()
 	record := filepath.Join(t.TempDir(), "calls.jsonl")
-	opts := Options{Mode: config.ModeGateway, Environment: guard.EnvProd, Registry: registryOf(t, alphaManifest), StateDir: state,
-		Upstreams: []UpstreamOptions{liveUpstream("alpha", "-record", record)}}
+	opts := setup(t, config.ModeGateway, []testUpstream{liveUpstream("alpha", "-record", record)}, func(r *rig) {
+		r.cfg.Environment = guard.EnvProd
+		r.deps.Registry = registryOf(t, alphaManifest)
+		r.cfg.StateDir = state
+	})
 	rt, cs := startRuntime(t, opts)
 	echo := idOf(t, rt, "alpha", "echo")
 	first := map[string]any{"tool_id": echo, "args": map[string]any{"text": "once"}, "idempotency_key": "order-1"}
@@ -320,8 +323,8 @@ func TestRegistryTamper(t *testing.T) {
 	pinned := registryOf(t, alphaManifest)
 	tampered := registryOf(t, strings.Replace(alphaManifest, `"echo","tool_class":"write"`, `"echo","tool_class":"read"`, 1))
 	var loads atomic.Int32
-	rt, cs, record := guardedAlpha(t, func(o *Options) {
-		o.Registry = func() (*guard.Registry, error) {
+	rt, cs, record := guardedAlpha(t, func(o *rig) {
+		o.deps.Registry = func() (*guard.Registry, error) {
 			if loads.Add(1) <= 2 { // Start pins, the first rebuild agrees
 				return pinned()
 			}
@@ -345,9 +348,9 @@ func TestRegistryTamper(t *testing.T) {
 		t.Fatalf("calls %v", calls)
 	}
 	// A registry that fails to load refuses as well.
-	rt2, cs2, _ := guardedAlpha(t, func(o *Options) {
+	rt2, cs2, _ := guardedAlpha(t, func(o *rig) {
 		var n atomic.Int32
-		o.Registry = func() (*guard.Registry, error) {
+		o.deps.Registry = func() (*guard.Registry, error) {
 			if n.Add(1) <= 2 {
 				return pinned()
 			}
@@ -363,7 +366,7 @@ func TestRegistryTamper(t *testing.T) {
 // TestClassificationInCardsAndHydrate: the registry, not the upstream's
 // hints, labels what writes.
 func TestClassificationInCardsAndHydrate(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: staticFleet(t), Registry: registryOf(t, fleetManifests)})
+	rt, cs := startRuntime(t, setup(t, config.ModeGateway, staticFleet(t), func(r *rig) { r.deps.Registry = registryOf(t, fleetManifests) }))
 	issue := idOf(t, rt, "github", "create_issue")
 	_, m := call(t, cs, ToolBrowse, map[string]any{"query": "create a github issue", "top_k": 3})
 	var card map[string]any
@@ -402,8 +405,8 @@ func TestClassificationInCardsAndHydrate(t *testing.T) {
 
 // TestDryRunReport: every check, nothing dispatched, no quota consumed.
 func TestDryRunReport(t *testing.T) {
-	rt, cs, record := guardedAlpha(t, func(o *Options) {
-		o.RateLimits = map[string]controls.Limit{"tool_execute": {PerSession: 1}}
+	rt, cs, record := guardedAlpha(t, func(o *rig) {
+		o.cfg.RateLimits = map[string]config.RateLimit{"tool_execute": {MaxCallsPerSession: 1}}
 	})
 	echo := idOf(t, rt, "alpha", "echo")
 	_, dr := runExec(t, cs, map[string]any{"tool_id": echo, "args": map[string]any{"text": strings.Repeat("y", 20)}, "dry_run": true, "tool_class": "read"})
@@ -472,17 +475,10 @@ func (c *countingConn) callTool(ctx context.Context, it *catalog.Item, args map[
 
 // startCounted starts a runtime over the static fleet whose dispatches
 // are counted.
-func startCounted(t *testing.T, opts Options, failFirst int64) (*Runtime, *mcp.ClientSession, *countingConn) {
+func startCounted(t *testing.T, tweak func(*rig), failFirst int64) (*Runtime, *mcp.ClientSession, *countingConn) {
 	t.Helper()
-	opts.Mode = config.ModeGateway
-	opts.Upstreams = staticFleet(t)
-	if opts.Cards == nil {
-		opts.Cards = testCards(t)
-	}
-	if opts.Environment == "" {
-		opts.Environment = guard.EnvDev
-	}
-	rt, err := New(opts)
+	rg := setup(t, config.ModeGateway, staticFleet(t), tweak)
+	rt, err := New(rg.cfg, rg.deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,11 +497,11 @@ func startCounted(t *testing.T, opts Options, failFirst int64) (*Runtime, *mcp.C
 }
 
 func TestRetry(t *testing.T) {
-	retry := controls.RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond, Jitter: true,
+	retry := config.Retry{MaxAttempts: 3, BaseDelay: units.Duration(time.Millisecond), MaxDelay: units.Duration(5 * time.Millisecond), Jitter: true,
 		RetryableCodes: []string{CodeUpstreamUnavailable}}
 	for _, tc := range []struct {
 		name     string
-		retry    controls.RetryPolicy
+		retry    config.Retry
 		registry bool
 		tool     string
 		args     map[string]any
@@ -515,18 +511,19 @@ func TestRetry(t *testing.T) {
 		attempts float64
 		calls    int64
 	}{
-		{"off", controls.RetryPolicy{}, false, "add", map[string]any{"a": 1, "b": 2}, "", 1, CodeUpstreamUnavailable, 0, 1},
+		{"off", config.Retry{}, false, "add", map[string]any{"a": 1, "b": 2}, "", 1, CodeUpstreamUnavailable, 0, 1},
 		{"recovers", retry, false, "add", map[string]any{"a": 1, "b": 2}, "", 2, "", 3, 3},
 		{"gives up", retry, false, "add", map[string]any{"a": 1, "b": 2}, "", 5, CodeUpstreamUnavailable, 0, 3},
 		{"writes are not retried", retry, true, "create_issue", map[string]any{"repo": "a/b", "title": "t"}, "w1", 1, CodeUpstreamUnavailable, 0, 1},
-		{"only configured codes", controls.RetryPolicy{MaxAttempts: 3, RetryableCodes: []string{CodeUpstreamTimeout}}, false, "add", map[string]any{"a": 1, "b": 2}, "", 1, CodeUpstreamUnavailable, 0, 1},
+		{"only configured codes", config.Retry{MaxAttempts: 3, RetryableCodes: []string{CodeUpstreamTimeout}}, false, "add", map[string]any{"a": 1, "b": 2}, "", 1, CodeUpstreamUnavailable, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := Options{Retry: tc.retry}
-			if tc.registry {
-				o.Registry = registryOf(t, fleetManifests)
-			}
-			rt, cs, cc := startCounted(t, o, tc.failures)
+			rt, cs, cc := startCounted(t, func(r *rig) {
+				r.cfg.Retry = tc.retry
+				if tc.registry {
+					r.deps.Registry = registryOf(t, fleetManifests)
+				}
+			}, tc.failures)
 			args := map[string]any{"tool_id": idOf(t, rt, map[string]string{"add": "math", "create_issue": "github"}[tc.tool], tc.tool), "args": tc.args}
 			if tc.key != "" {
 				args["idempotency_key"] = tc.key
@@ -550,7 +547,7 @@ func TestResultCache(t *testing.T) {
 	addReordered := map[string]any{"b": 2, "a": 1}
 	cases := []struct {
 		name     string
-		cache    *controls.CacheOptions
+		cache    config.Cache
 		registry bool
 		tool     string
 		server   string
@@ -558,21 +555,22 @@ func TestResultCache(t *testing.T) {
 		key      bool
 		calls    int64
 	}{
-		{"off", nil, false, "add", "math", []map[string]any{add, add}, false, 2},
-		{"read-only hint", &controls.CacheOptions{}, false, "add", "math", []map[string]any{add, addReordered}, false, 1},
-		{"different args", &controls.CacheOptions{}, false, "add", "math", []map[string]any{add, {"a": 2, "b": 2}}, false, 2},
-		{"no read-only hint", &controls.CacheOptions{}, false, "multiply", "math", []map[string]any{add, add}, false, 2},
-		{"not allowed", &controls.CacheOptions{Allow: []string{"github:*"}}, false, "add", "math", []map[string]any{add, add}, false, 2},
-		{"registry read, no hint needed", &controls.CacheOptions{}, true, "multiply", "math", []map[string]any{add, add}, false, 1},
-		{"registry write never cached", &controls.CacheOptions{}, true, "create_issue", "github", []map[string]any{{"repo": "r", "title": "a"}, {"repo": "r", "title": "a"}}, true, 2},
+		{"off", config.Cache{}, false, "add", "math", []map[string]any{add, add}, false, 2},
+		{"read-only hint", config.Cache{ReadOnly: true}, false, "add", "math", []map[string]any{add, addReordered}, false, 1},
+		{"different args", config.Cache{ReadOnly: true}, false, "add", "math", []map[string]any{add, {"a": 2, "b": 2}}, false, 2},
+		{"no read-only hint", config.Cache{ReadOnly: true}, false, "multiply", "math", []map[string]any{add, add}, false, 2},
+		{"not allowed", config.Cache{ReadOnly: true, Allow: []string{"github:*"}}, false, "add", "math", []map[string]any{add, add}, false, 2},
+		{"registry read, no hint needed", config.Cache{ReadOnly: true}, true, "multiply", "math", []map[string]any{add, add}, false, 1},
+		{"registry write never cached", config.Cache{ReadOnly: true}, true, "create_issue", "github", []map[string]any{{"repo": "r", "title": "a"}, {"repo": "r", "title": "a"}}, true, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			o := Options{Cache: tc.cache}
-			if tc.registry {
-				o.Registry = registryOf(t, fleetManifests)
-			}
-			rt, cs, cc := startCounted(t, o, 0)
+			rt, cs, cc := startCounted(t, func(r *rig) {
+				r.cfg.Cache = tc.cache
+				if tc.registry {
+					r.deps.Registry = registryOf(t, fleetManifests)
+				}
+			}, 0)
 			id := idOf(t, rt, tc.server, tc.tool)
 			for i, a := range tc.args {
 				args := map[string]any{"tool_id": id, "args": a}
@@ -594,7 +592,7 @@ func TestResultCache(t *testing.T) {
 		})
 	}
 	// Errors are never cached, and a catalog refresh invalidates.
-	rt, cs, cc := startCounted(t, Options{Cache: &controls.CacheOptions{}}, 1)
+	rt, cs, cc := startCounted(t, func(r *rig) { r.cfg.Cache = config.Cache{ReadOnly: true} }, 1)
 	id := idOf(t, rt, "math", "add")
 	wantError(t, cs, ToolExecute, map[string]any{"tool_id": id, "args": add}, CodeUpstreamUnavailable)
 	runExec(t, cs, map[string]any{"tool_id": id, "args": add})
@@ -612,14 +610,16 @@ func TestResultCache(t *testing.T) {
 }
 
 func TestRateLimits(t *testing.T) {
-	rt, cs, cc := startCounted(t, Options{RateLimits: map[string]controls.Limit{
-		"tool_execute":     {PerMinute: 3},
-		"tool:math:mul*":   {PerSession: 1},
-		"tool_browse":      {PerSession: 2},
-		"tool_hydrate":     {PerMinute: 1},
-		"tool:nothing:*":   {PerSession: 1},
-		"tool:github:list": {PerMinute: 100},
-	}}, 0)
+	rt, cs, cc := startCounted(t, func(r *rig) {
+		r.cfg.RateLimits = map[string]config.RateLimit{
+			"tool_execute":     {MaxCallsPerMinute: 3},
+			"tool:math:mul*":   {MaxCallsPerSession: 1},
+			"tool_browse":      {MaxCallsPerSession: 2},
+			"tool_hydrate":     {MaxCallsPerMinute: 1},
+			"tool:nothing:*":   {MaxCallsPerSession: 1},
+			"tool:github:list": {MaxCallsPerMinute: 100},
+		}
+	}, 0)
 	add, mul := idOf(t, rt, "math", "add"), idOf(t, rt, "math", "multiply")
 	ok := func(args map[string]any) {
 		t.Helper()
@@ -660,7 +660,7 @@ func TestRateLimits(t *testing.T) {
 
 func TestTolerantArgs(t *testing.T) {
 	for _, on := range []bool{false, true} {
-		rt, cs, _ := startCounted(t, Options{TolerantArgs: on}, 0)
+		rt, cs, _ := startCounted(t, func(r *rig) { r.cfg.TolerantArgs = on }, 0)
 		add := idOf(t, rt, "math", "add")
 		raw := json.RawMessage(`{"tool_id":"` + add + `","args":"{\"a\":\"2\",\"b\":\"3.5\"}"}`)
 		res, m := call(t, cs, ToolExecute, raw)
@@ -696,7 +696,7 @@ func TestBase64Documents(t *testing.T) {
 	manifest := `{"schema_id":"talos.mcp.tool_registry","schema_version":"v1","server_id":"github","tools":[
 	 {"tool_name":"create_issue","tool_class":"write","is_document_op":true,
 	  "document_spec":{"content_encoding":"base64","write_content_pointers":["/title"],"max_write_bytes":4}}]}`
-	rt, cs, cc := startCounted(t, Options{Environment: guard.EnvProd, Registry: registryOf(t, manifest)}, 0)
+	rt, cs, cc := startCounted(t, func(r *rig) { r.cfg.Environment, r.deps.Registry = guard.EnvProd, registryOf(t, manifest) }, 0)
 	issue := idOf(t, rt, "github", "create_issue")
 	b64 := base64.StdEncoding.EncodeToString([]byte("\x00\x01\x02"))
 	res, env := runExec(t, cs, map[string]any{"tool_id": issue, "args": map[string]any{"repo": "r", "title": b64}, "idempotency_key": "b1",

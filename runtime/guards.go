@@ -11,9 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"github.com/quiver-mcp/quiver/runtime/controls"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/schemas"
@@ -70,19 +72,45 @@ func (r *Runtime) initExecute() error {
 	if r.executeSchema, err = json.Marshal(m); err != nil {
 		return fmt.Errorf("runtime: tool_call schema: %w", err)
 	}
-	if r.opts.Cache != nil {
-		r.cache = controls.NewCache[*mcp.CallToolResult](*r.opts.Cache)
+	if o := cacheOptions(r.cfg); o != nil {
+		r.cache = controls.NewCache[*mcp.CallToolResult](*o)
 	}
-	r.limiter = controls.NewRateLimiter(r.opts.RateLimits, nil)
+	r.limiter = controls.NewRateLimiter(rateLimits(r.cfg), nil)
 	return nil
 }
 
-// loadRegistry runs Options.Registry.
+// cacheOptions are the response cache's options; nil when it is off.
+func cacheOptions(cfg *config.Config) *controls.CacheOptions {
+	if !cfg.Cache.ReadOnly {
+		return nil
+	}
+	return &controls.CacheOptions{TTL: time.Duration(cfg.Cache.TTL), MaxEntries: cfg.Cache.MaxEntries, Allow: cfg.Cache.Allow}
+}
+
+// rateLimits are the rate limiter's limits by scope; nil when none is set.
+func rateLimits(cfg *config.Config) map[string]controls.Limit {
+	if len(cfg.RateLimits) == 0 {
+		return nil
+	}
+	limits := make(map[string]controls.Limit, len(cfg.RateLimits))
+	for scope, l := range cfg.RateLimits {
+		limits[scope] = controls.Limit{PerMinute: l.MaxCallsPerMinute, PerSession: l.MaxCallsPerSession}
+	}
+	return limits
+}
+
+// loadRegistry loads the registry: Deps.Registry, else the configured
+// globs, else an empty registry.
 func (r *Runtime) loadRegistry() (*guard.Registry, error) {
-	if r.opts.Registry == nil {
+	load := r.deps.Registry
+	if load == nil && len(r.cfg.Registry) > 0 {
+		globs := r.cfg.Registry
+		load = func() (*guard.Registry, error) { return guard.LoadRegistry(globs) }
+	}
+	if load == nil {
 		return guard.NewRegistry()
 	}
-	reg, err := r.opts.Registry()
+	reg, err := load()
 	if err != nil {
 		return nil, err
 	}
@@ -99,19 +127,19 @@ func (r *Runtime) pinRegistry() error {
 	if err != nil {
 		return fmt.Errorf("tool registry: %w", err)
 	}
-	r.connector = guard.NewConnector(reg, r.opts.Environment)
-	r.log.Info("tool registry pinned", "version", reg.Version(), "manifests", reg.Manifests(), "tools", reg.Tools(), "environment", string(r.opts.Environment))
-	if r.opts.Environment == guard.EnvProd && reg.Tools() == 0 {
+	r.connector = guard.NewConnector(reg, r.cfg.Environment)
+	r.log.Info("tool registry pinned", "version", reg.Version(), "manifests", reg.Manifests(), "tools", reg.Tools(), "environment", string(r.cfg.Environment))
+	if r.cfg.Environment == guard.EnvProd && reg.Tools() == 0 {
 		r.log.Warn("environment prod without registry manifests: every tool_execute is denied (TOOL_UNCLASSIFIED_DENIED); add registry manifests or set environment: dev")
 	}
 	if !reg.HasWrites() {
 		return nil
 	}
-	o := guard.IdempotencyOptions{TTL: r.opts.IdempotencyTTL, Logger: r.log}
-	if r.opts.StateDir == "" {
+	o := guard.IdempotencyOptions{Logger: r.log}
+	if r.cfg.StateDir == "" {
 		o.InMemory = true
 	} else {
-		o.Dir = filepath.Join(r.opts.StateDir, "idempotency")
+		o.Dir = filepath.Join(r.cfg.StateDir, "idempotency")
 		if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 			return fmt.Errorf("idempotency store: %w", err)
 		}
@@ -135,13 +163,13 @@ func (r *Runtime) frontDoor() (*guard.Gate, *guard.Registry) {
 	reg, err := r.loadRegistry()
 	if err != nil {
 		r.log.Error("loading the tool registry failed; every tool_execute is refused (REGISTRY_VERSION_MISMATCH) until it loads again", "err", err)
-		return guard.UnavailableGate(r.opts.Environment), pinned
+		return guard.UnavailableGate(r.cfg.Environment), pinned
 	}
 	if pinned != nil && reg.Version() != pinned.Version() {
 		r.log.Error("the tool registry changed since quiver started; every tool_execute is refused (REGISTRY_VERSION_MISMATCH) until quiver restarts and pins it",
 			"pinned", pinned.Version(), "current", reg.Version())
 	}
-	return guard.NewGate(reg, r.opts.Environment), reg
+	return guard.NewGate(reg, r.cfg.Environment), reg
 }
 
 // logClassification reports how much of the catalog the registry covers.
@@ -158,7 +186,7 @@ func (r *Runtime) logClassification(snap *catalog.Snapshot, reg *guard.Registry)
 		}
 	}
 	verdict := "allowed with a warning"
-	if r.opts.Environment == guard.EnvProd {
+	if r.cfg.Environment == guard.EnvProd {
 		verdict = "denied"
 	}
 	r.log.Info("tool classification", "read", read, "write", write, "unclassified", none, "unclassified_are", verdict, "registry", reg.Version())
@@ -174,17 +202,17 @@ func (r *Runtime) principalName(ctx context.Context, ss *mcp.ServerSession) stri
 	if ss != nil && ss.ID() != "" {
 		return ""
 	}
-	return r.opts.LocalPrincipal
+	return r.localName
 }
 
 // readOnly reports the caller's read_only constraint.
 func (r *Runtime) readOnly(ctx context.Context, ss *mcp.ServerSession) bool {
 	if name := r.principalName(ctx, ss); name != "" {
-		if p, ok := r.opts.Principals[name]; ok {
+		if p, ok := r.cfg.Principals[name]; ok {
 			return p.ReadOnly
 		}
 	}
-	return r.opts.Principals["*"].ReadOnly
+	return r.cfg.Principals["*"].ReadOnly
 }
 
 // limitKey keys rate limits: the principal of a verified token (its limits

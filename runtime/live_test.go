@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/quiver-mcp/quiver/runtime/config"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -14,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quiver-mcp/quiver/runtime/config"
+	"github.com/quiver-mcp/quiver/runtime/units"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/quiver-mcp/quiver/runtime/guard"
-	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -43,12 +43,10 @@ func runTests(m *testing.M) int {
 	return m.Run()
 }
 
-func liveUpstream(name string, args ...string) UpstreamOptions {
-	return UpstreamOptions{Name: name, Spec: upstream.Spec{
-		Command:        append([]string{upstreamBin, "-name", name}, args...),
-		ConnectTimeout: 10 * time.Second,
-		TerminateGrace: 200 * time.Millisecond,
-	}}
+func liveUpstream(name string, args ...string) testUpstream {
+	u := newUpstream(name)
+	u.Command = append([]string{upstreamBin, "-name", name}, args...)
+	return testUpstream{cfg: u}
 }
 
 func idOf(t *testing.T, rt *Runtime, server, name string) string {
@@ -75,7 +73,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestLiveExecute(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
+	rt, cs := startRuntime(t, setup(t, config.ModeGateway, []testUpstream{liveUpstream("alpha")}))
 	add := idOf(t, rt, "alpha", "add")
 	if !strings.HasPrefix(add, "alpha:add#") {
 		t.Fatalf("id %s", add)
@@ -94,7 +92,7 @@ func TestLiveExecute(t *testing.T) {
 }
 
 func TestLiveTimeoutAndCancel(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, CallTimeout: 300 * time.Millisecond, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
+	rt, cs := startRuntime(t, setup(t, config.ModeGateway, []testUpstream{liveUpstream("alpha")}, func(r *rig) { r.cfg.Timing.CallTimeout = 300 * time.Millisecond }))
 	m := wantError(t, cs, ToolExecute, map[string]any{"tool_id": idOf(t, rt, "alpha", "hang")}, CodeUpstreamTimeout)
 	if m["retryable"] != true {
 		t.Fatalf("timeout not retryable: %v", m)
@@ -107,7 +105,7 @@ func TestLiveTimeoutAndCancel(t *testing.T) {
 }
 
 func TestLiveCrashAndRecover(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
+	rt, cs := startRuntime(t, setup(t, config.ModeGateway, []testUpstream{liveUpstream("alpha")}))
 	crash := idOf(t, rt, "alpha", "crash")
 	echo := idOf(t, rt, "alpha", "echo")
 	m := wantError(t, cs, ToolExecute, map[string]any{"tool_id": crash}, CodeUpstreamUnavailable)
@@ -122,7 +120,7 @@ func TestLiveCrashAndRecover(t *testing.T) {
 }
 
 func TestLiveListChanged(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: config.ModeProxy, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
+	rt, cs := startRuntime(t, setup(t, config.ModeProxy, []testUpstream{liveUpstream("alpha")}))
 	before := len(toolNames(t, cs))
 	_, env := call(t, cs, ToolExecute, map[string]any{"tool_id": idOf(t, rt, "alpha", "add_tool"), "args": map[string]any{"name": "fresh"}})
 	if env["status"] != "ok" {
@@ -154,9 +152,11 @@ func TestLiveListChanged(t *testing.T) {
 
 func TestSlowUpstreamDoesNotBlock(t *testing.T) {
 	// A command that never speaks MCP: the fleet starts without it.
-	slow := UpstreamOptions{Name: "mute", Spec: upstream.Spec{Command: []string{"sleep", "30"}, ConnectTimeout: 200 * time.Millisecond, TerminateGrace: 100 * time.Millisecond}}
+	mute := newUpstream("mute")
+	mute.Command, mute.ConnectTimeout = []string{"sleep", "30"}, units.Duration(200*time.Millisecond)
+	slow := testUpstream{cfg: mute}
 	start := time.Now()
-	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, ReadyTimeout: time.Second, Upstreams: []UpstreamOptions{liveUpstream("alpha"), slow}})
+	rt, cs := startRuntime(t, setup(t, config.ModeGateway, []testUpstream{liveUpstream("alpha"), slow}, func(r *rig) { r.cfg.Timing.ReadyTimeout = time.Second }))
 	if time.Since(start) > 5*time.Second {
 		t.Fatalf("start took %v", time.Since(start))
 	}
@@ -167,7 +167,7 @@ func TestSlowUpstreamDoesNotBlock(t *testing.T) {
 }
 
 func TestResourcesAndPrompts(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
+	rt, cs := startRuntime(t, setup(t, config.ModeGateway, []testUpstream{liveUpstream("alpha")}))
 	names := strings.Join(toolNames(t, cs), ",")
 	if names != "prompt_browse,prompt_get,resource_browse,resource_read,tool_browse,tool_execute,tool_hydrate,tool_view" {
 		t.Fatalf("tools/list = %s", names)
@@ -215,7 +215,8 @@ func TestResourcesAndPrompts(t *testing.T) {
 
 func TestCloseLeavesNoGoroutines(t *testing.T) {
 	before := goruntime.NumGoroutine()
-	rt, err := New(Options{Mode: config.ModeProxy, Environment: guard.EnvDev, Cards: testCards(t), Upstreams: append(staticFleet(t), liveUpstream("alpha"))})
+	rg := setup(t, config.ModeProxy, append(staticFleet(t), liveUpstream("alpha")))
+	rt, err := New(rg.cfg, rg.deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 }
 
 func TestFirewallAndView(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, StateDir: t.TempDir(), Upstreams: []UpstreamOptions{liveUpstream("alpha")}})
+	rt, cs := startRuntime(t, setup(t, config.ModeGateway, []testUpstream{liveUpstream("alpha")}, func(r *rig) { r.cfg.StateDir = t.TempDir() }))
 	res, env := call(t, cs, ToolExecute, map[string]any{"tool_id": idOf(t, rt, "alpha", "big_log"), "args": map[string]any{"lines": 60000}})
 	if res.IsError {
 		t.Fatalf("big_log: %v", env)

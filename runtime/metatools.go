@@ -56,13 +56,13 @@ func (r *Runtime) metaTools() []*mcp.Tool {
 	view := &mcp.Tool{Name: ToolView, InputSchema: viewSchema,
 		Description: "Read a slice of an artifact returned by tool_execute: head, lines, bytes, json_pointer, json_keys, grep or rows.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(bool)}}
-	if r.opts.Mode == config.ModeProxy {
+	if r.cfg.Mode == config.ModeProxy {
 		return []*mcp.Tool{hydrate, execute, view}
 	}
-	if r.opts.Mode == config.ModeDirect {
+	if r.cfg.Mode == config.ModeDirect {
 		// Direct mode lists the upstream tools themselves; tool_view reads
 		// what the firewall kept out of a large result.
-		if r.opts.FirewallOff {
+		if !r.cfg.Firewall.Enabled {
 			return nil
 		}
 		return []*mcp.Tool{view}
@@ -147,7 +147,7 @@ func (r *Runtime) browse(ctx context.Context, ss *mcp.ServerSession, kind toolid
 	if (a.Query == nil) == (a.Path == nil) {
 		return nil, newError(CodeArgsInvalid, "give exactly one of query or path")
 	}
-	k := r.opts.TopK
+	k := r.cfg.Browse.TopK
 	if a.TopK != nil {
 		if *a.TopK < 1 || *a.TopK > 50 {
 			return nil, newError(CodeArgsInvalid, "top_k must be between 1 and 50").withPath("top_k")
@@ -181,7 +181,7 @@ func (r *Runtime) browse(ctx context.Context, ss *mcp.ServerSession, kind toolid
 		}
 		res.Cards, res.NextCursor, res.Total = r.visibleCards(ctx, st, page.Cards), page.NextCursor, page.Total
 	}
-	if r.opts.CacheStable {
+	if r.cfg.Browse.CacheStable {
 		res.Cards = r.sessions.get(ss, st.gen).Apply(res.Cards)
 	}
 	if res.Cards == nil {
@@ -220,7 +220,7 @@ func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (
 		if err != nil {
 			return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withCause(err)
 		}
-		if r.opts.CacheStable {
+		if r.cfg.Browse.CacheStable {
 			r.sessions.get(req.Session, st.gen).MarkHydrated(it.ID)
 		}
 		up := r.upstreamOf(st, it.Server)

@@ -116,7 +116,7 @@ func (r *Runtime) handleResourceRead(ctx context.Context, req *mcp.CallToolReque
 			return nil, newError(CodeUpstreamUnavailable, "the upstream of %q is not connected", it.ID)
 		}
 		start := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.Timing.CallTimeout)
 		defer cancel()
 		res, err := c.readResource(cctx, it)
 		if err != nil {
@@ -158,7 +158,7 @@ func (r *Runtime) handlePromptGet(ctx context.Context, req *mcp.CallToolRequest)
 			return nil, newError(CodeUpstreamUnavailable, "the upstream of %q is not connected", it.ID)
 		}
 		start := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, r.opts.CallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, r.cfg.Timing.CallTimeout)
 		defer cancel()
 		res, err := c.getPrompt(cctx, it, args)
 		if err != nil {

@@ -22,12 +22,12 @@ const CodeResultTooLarge = "RESULT_TOO_LARGE"
 // openStore opens the artifact store: Badger under StateDir/artifacts, or
 // in memory when no state directory is configured.
 func (r *Runtime) openStore() (artifacts.Store, error) {
-	o := artifacts.Options{TTL: r.opts.ArtifactTTL, MaxBytes: r.opts.ArtifactMaxBytes, Logger: r.log}
-	if r.opts.StateDir == "" {
+	o := artifacts.Options{TTL: time.Duration(r.cfg.Artifacts.TTL), MaxBytes: int64(r.cfg.Artifacts.MaxBytes), Logger: r.log}
+	if r.cfg.StateDir == "" {
 		r.log.Warn("no state directory: artifacts are kept in memory and lost at exit")
 		o.InMemory = true
 	} else {
-		o.Dir = filepath.Join(r.opts.StateDir, "artifacts")
+		o.Dir = filepath.Join(r.cfg.StateDir, "artifacts")
 		if err := os.MkdirAll(o.Dir, 0o700); err != nil {
 			return nil, fmt.Errorf("artifact store: %w", err)
 		}
@@ -52,7 +52,7 @@ func (r *Runtime) ownerOf(ctx context.Context, ss *mcp.ServerSession) string {
 	if ss != nil && ss.ID() != "" {
 		return "session:" + ss.ID()
 	}
-	return "local:" + r.opts.LocalPrincipal
+	return "local:" + r.localName
 }
 
 // toFirewall converts MCP content into the firewall's plain parts.

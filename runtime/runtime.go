@@ -14,16 +14,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/quiver-mcp/quiver/runtime/config"
-	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/user"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/config"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/artifacts"
@@ -41,176 +42,55 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// UpstreamOptions describe one upstream: a live server (Spec) or a static
-// catalog (Catalog).
-type UpstreamOptions struct {
-	Name string
-	// Spec is a live MCP server; ignored when Catalog is set.
-	Spec upstream.Spec
-	// Catalog is a static catalog source served with canned results.
-	Catalog *catalog.Source
-	// TrustLevel (internal|verified|community|unknown) and Risk
-	// (LOW|MEDIUM|HIGH|CRITICAL) classify the upstream; empty means
-	// unknown and HIGH.
-	TrustLevel string
-	Risk       string
-	// Credentialed is true when the upstream's credentials come from
-	// quiver's configuration (receipts: token_handling.mode vault).
-	Credentialed bool
-	// Exchange, when set, exchanges each caller's verified token for one
-	// bound to this upstream before every call (RFC 8693; receipts:
-	// token_handling.mode exchanged). Set Spec.Bearer for the requests no
-	// caller is bound to.
-	Exchange *tokenexchange.Exchanger
-	// Workspace, when set, confines the path arguments of this upstream's
-	// tools to its roots (PATH_OUTSIDE_WORKSPACE otherwise).
-	Workspace *WorkspaceGuard
-	// Egress, when set, confines the URL arguments of this upstream's
-	// tools to its allowlist (EGRESS_BLOCKED otherwise).
-	Egress *EgressGuard
-	// ToolPrefix prefixes the names of this upstream's tools and prompts
-	// where they are listed directly ("" keeps the upstream's names).
-	ToolPrefix string
-	// PerClient gives every downstream session an upstream session of its
-	// own (a live upstream only); see the relay for what it changes.
-	PerClient bool
-}
-
-// Options configure a Runtime.
-type Options struct {
-	Mode      config.Mode
-	Upstreams []UpstreamOptions
-	// TopK is the default number of cards per browse (1..50, default 10).
-	TopK int
-	// MaxChildren bounds the children of a ChoiceGraph node (default 20).
-	MaxChildren int
-	// CacheStable turns on the cache-stable browse order (spec 003 §5).
-	CacheStable bool
-	// SchemaLimits and StrictSchemas configure catalog ingest (§4.4).
-	SchemaLimits  catalog.SchemaLimits
-	StrictSchemas bool
-	// CallTimeout bounds one tool_execute dispatch (default 60 s); the
-	// upstream's own CallTimeout also applies.
-	CallTimeout time.Duration
-	// ReadyTimeout bounds how long Start waits for the upstreams before
-	// publishing the first catalog (default 10 s); slower upstreams join
-	// the catalog when they come up.
-	ReadyTimeout time.Duration
-	// RefreshInterval re-lists every upstream periodically (0: only on
-	// list_changed notifications and reconnects).
-	RefreshInterval time.Duration
-	// StateDir holds the artifact store (StateDir/artifacts); "" keeps
-	// artifacts in memory.
-	StateDir string
-	// ArtifactTTL and ArtifactMaxBytes bound the artifact store (defaults
-	// 24 h and 1 GiB).
-	ArtifactTTL      time.Duration
-	ArtifactMaxBytes int64
-	// MaxInlineTokens is the firewall's inline budget (default 800).
-	MaxInlineTokens int
-	// FirewallOff returns every result inline, however large.
-	FirewallOff bool
-	// FirewallOffFor are tool globs (tool_id or upstream tool name) whose
-	// directly called results go to the client as they are, however large.
-	FirewallOffFor []string
-	// Expose are tool globs (tool_id, upstream tool name or exposed name)
-	// that gateway mode lists directly, with their real schemas, beside the
-	// meta-tools.
-	Expose []string
-	// LocalPrincipal names the principal of stdio sessions (default the
-	// process owner's user name, else "local").
-	LocalPrincipal string
-	// Version is reported in the MCP server info.
-	Version string
-	Logger  *slog.Logger
+// Deps is what a Runtime needs that is not configuration: where it logs,
+// how it reads the environment, and what tests and benchmarks supply in
+// memory instead of from files.
+type Deps struct {
+	// Logger receives the runtime's log (nil: discarded).
+	Logger *slog.Logger
 	// Cards builds ChoiceCards; nil builds the default cl100k_base builder.
 	Cards *choicecard.Builder
-
-	// Environment decides the fate of tools no registry manifest
-	// classifies: guard.EnvProd (the default) denies them
-	// (TOOL_UNCLASSIFIED_DENIED), guard.EnvDev allows them with a logged
-	// warning.
-	Environment guard.Environment
-	// Registry loads the tool_registry manifests (spec 000); nil means no
-	// manifests. Start loads them once and pins the result in the connector
-	// layer; every catalog rebuild loads them again for the front door and
-	// the cards, so a registry changed on disk while quiver runs is refused
-	// (REGISTRY_VERSION_MISMATCH) until a restart pins it.
-	Registry func() (*guard.Registry, error)
-	// Principals holds capability constraints by principal name: the stdio
-	// principal is LocalPrincipal; "*" applies to every principal not named
-	// (HTTP sessions, until callers authenticate).
-	Principals map[string]Principal
-	// IdempotencyTTL is how long idempotency records of write calls are
-	// kept (default 24 h); they live in StateDir/idempotency, or in memory
-	// without a state directory.
-	IdempotencyTTL time.Duration
-
-	// The dispatch controls of spec 003 §4.4-§4.5; each zero value is off
-	// and leaves tool_execute exactly as it is without it.
-	//
-	// Retry retries transient upstream failures (MaxAttempts > 1). Write
-	// tools are retried only when the call provably never left quiver.
-	Retry controls.RetryPolicy
-	// Cache, when set, caches results of read-only tools.
-	Cache *controls.CacheOptions
-	// RateLimits are per-session limits by scope: a meta-tool name or
-	// "tool:<tool_id glob>".
-	RateLimits map[string]controls.Limit
-	// TolerantArgs applies the argument repairs of spec 003 §4.4.
-	TolerantArgs bool
-	// AllowedHosts are the Host header values the HTTP listener accepts
-	// (empty: loopback listeners accept loopback hosts only, the go-sdk's
-	// DNS-rebinding rule); AllowedOrigins are the browser origins it
-	// accepts (empty: no cross-origin browser requests).
-	AllowedHosts, AllowedOrigins []string
-	// SessionIdleTimeout closes HTTP sessions that sent no request for this
-	// long (0: never).
-	SessionIdleTimeout time.Duration
-
-	// The safety profile (spec 001).
-	//
-	// Auth, when it has issuers, authenticates every HTTP request to the
-	// MCP path (identity middleware); its Local block describes the stdio
-	// principal (Sub defaults to LocalPrincipal). Without issuers HTTP
-	// sessions are anonymous, each its own principal (warned at startup).
-	Auth identity.Config
-	// Getenv reads the HS256 secrets of Auth (default os.Getenv).
-	Getenv func(string) string
-	// PolicyFile, when set, is the policy deciding visibility and
-	// invocation, hot-reloaded every PolicyWatchInterval; a configured
-	// policy is default-deny. Policy is a fixed policy (tests); with
-	// neither, everything is allowed (warned at startup).
-	PolicyFile          string
-	PolicyWatchInterval time.Duration
-	Policy              *policy.Policy
-	// ApprovalTTL and ApprovalMaxPending bound the approval store
-	// (StateDir/approvals).
-	ApprovalTTL        time.Duration
-	ApprovalMaxPending int
-	// ReceiptsOff writes no receipts; ReceiptsCopy receives a copy of
-	// every receipt line. Receipts go to StateDir/receipts.
-	ReceiptsOff  bool
+	// Getenv resolves the secrets the configuration names (credentials,
+	// environment references, auth secrets, the admin token); nil reads
+	// the process environment. Their values never appear in errors.
+	Getenv func(string) (string, bool)
+	// Version is reported in the MCP server info.
+	Version string
+	// ReceiptsCopy, when set, receives a copy of every receipt line;
+	// without it receipts.stdout copies them to stdout over HTTP.
 	ReceiptsCopy io.Writer
-	// IncidentPersist keeps the incident state in StateDir/incident.
-	IncidentPersist bool
-	// AdminToken and AdminClaim enable the admin API at /admin/v1/ of
-	// the HTTP listener.
-	AdminToken []byte
-	AdminClaim *admin.Claim
-}
-
-// Principal is the capability constraints of one principal.
-type Principal struct {
-	// ReadOnly confines the principal to tools the registry classifies
-	// read (TOOL_CLASS_MISMATCH otherwise).
-	ReadOnly bool
+	// Policy is a fixed policy, used when the configuration names no
+	// policy file (tests).
+	Policy *policy.Policy
+	// Registry loads the tool_registry manifests instead of the
+	// configuration's registry globs (tests). Start loads them once and
+	// pins the result in the connector layer; every catalog rebuild loads
+	// them again for the front door and the cards, so a registry changed
+	// while quiver runs is refused (REGISTRY_VERSION_MISMATCH) until a
+	// restart pins it.
+	Registry func() (*guard.Registry, error)
+	// Catalogs are static catalogs by upstream name, served instead of
+	// the upstream's catalog file or transport (tests, benchmarks).
+	Catalogs map[string]catalog.Source
 }
 
 // Runtime serves one gateway. Create it with New, then Start it, serve
 // MCP sessions with Server or ServeStdio/Handler, and Close it.
 type Runtime struct {
-	opts   Options
+	cfg  *config.Config
+	deps Deps
+	// localName is the principal name of stdio sessions: auth.local.sub,
+	// else the process owner's user name, else "local".
+	localName string
+	// The settings of the configuration in the types of the packages
+	// that enforce them.
+	retry      controls.RetryPolicy
+	schema     catalog.SchemaLimits
+	adminToken []byte
+	adminClaim *admin.Claim
+	// upstreams are the enabled upstream entries in configuration order.
+	upstreams []*upstreamEntry
+
 	log    *slog.Logger
 	cards  *choicecard.Builder
 	server *mcp.Server
@@ -269,47 +149,25 @@ type Runtime struct {
 	wg     sync.WaitGroup
 }
 
-// New validates opts and builds a Runtime. It connects nothing: Start does.
-func New(opts Options) (*Runtime, error) {
-	if opts.Mode == "" {
-		opts.Mode = config.ModeGateway
+// New validates cfg and builds a Runtime; cfg is not changed, and the
+// Runtime keeps its own copy. Secrets and static catalog files are read
+// here. It connects nothing: Start does.
+func New(cfg *config.Config, deps Deps) (*Runtime, error) {
+	if cfg == nil {
+		return nil, errors.New("runtime: no configuration")
 	}
-	if opts.Mode != config.ModeGateway && opts.Mode != config.ModeProxy && opts.Mode != config.ModeDirect {
-		return nil, fmt.Errorf("runtime: unknown mode %q", opts.Mode)
+	c := *cfg
+	if err := validate(&c); err != nil {
+		return nil, err
 	}
-	if opts.TopK <= 0 {
-		opts.TopK = router.DefaultTopK
+	if deps.Getenv == nil {
+		deps.Getenv = os.LookupEnv
 	}
-	if opts.TopK > router.MaxTopK {
-		return nil, fmt.Errorf("runtime: top_k %d exceeds %d", opts.TopK, router.MaxTopK)
-	}
-	if opts.MaxChildren <= 0 {
-		opts.MaxChildren = 20
-	}
-	if opts.CallTimeout <= 0 {
-		opts.CallTimeout = 60 * time.Second
-	}
-	if opts.LocalPrincipal == "" {
-		opts.LocalPrincipal = "local"
-		if u, err := user.Current(); err == nil && u.Username != "" {
-			opts.LocalPrincipal = u.Username
-		}
-	}
-	if opts.ReadyTimeout <= 0 {
-		opts.ReadyTimeout = 10 * time.Second
-	}
-	switch opts.Environment {
-	case "":
-		opts.Environment = guard.EnvProd
-	case guard.EnvProd, guard.EnvDev:
-	default:
-		return nil, fmt.Errorf("runtime: unknown environment %q", opts.Environment)
-	}
-	log := opts.Logger
+	log := deps.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cards := opts.Cards
+	cards := deps.Cards
 	if cards == nil {
 		var err error
 		if cards, err = choicecard.NewDefaultBuilder(); err != nil {
@@ -317,7 +175,12 @@ func New(opts Options) (*Runtime, error) {
 		}
 	}
 	r := &Runtime{
-		opts:      opts,
+		cfg:       &c,
+		deps:      deps,
+		localName: c.Auth.Local.Sub,
+		retry: controls.RetryPolicy{MaxAttempts: c.Retry.MaxAttempts, BaseDelay: time.Duration(c.Retry.BaseDelay),
+			MaxDelay: time.Duration(c.Retry.MaxDelay), Jitter: c.Retry.Jitter, RetryableCodes: c.Retry.RetryableCodes},
+		schema:    catalog.SchemaLimits{MaxBytes: int(c.Schema.MaxBytes), MaxDepth: c.Schema.MaxDepth, MaxProperties: c.Schema.MaxProperties},
 		log:       log,
 		cards:     cards,
 		met:       newMetrics(),
@@ -328,6 +191,20 @@ func New(opts Options) (*Runtime, error) {
 		rebuilt:   make(chan struct{}),
 		relay:     newRelay(),
 	}
+	if r.localName == "" {
+		// The process owner is the principal of a stdio session: known
+		// only when quiver runs, so not a default of the file.
+		r.localName = "local"
+		if u, err := user.Current(); err == nil && u.Username != "" {
+			r.localName = u.Username
+		}
+	}
+	if len(c.Expose.Direct) > 0 && c.Mode != config.ModeGateway {
+		log.Warn("expose.direct applies to gateway mode only", "mode", c.Mode)
+	}
+	if err := r.initAdmin(); err != nil {
+		return nil, err
+	}
 	r.sessions.init()
 	if err := r.initExecute(); err != nil {
 		return nil, err
@@ -335,59 +212,70 @@ func New(opts Options) (*Runtime, error) {
 	if err := r.initIdentity(); err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	for _, u := range opts.Upstreams {
-		if u.Name == "" {
-			return nil, errors.New("runtime: an upstream has no name")
-		}
-		if seen[u.Name] {
-			return nil, fmt.Errorf("runtime: upstream %q configured twice", u.Name)
-		}
-		seen[u.Name] = true
-		if u.Catalog != nil {
-			r.conns = append(r.conns, newStaticConn(u.Name, *u.Catalog))
-			r.dirty[u.Name] = true
-			continue
-		}
-		spec := u.Spec
-		spec.Name = u.Name
-		if err := spec.Validate(); err != nil {
-			return nil, fmt.Errorf("runtime: %w", err)
-		}
-		name := u.Name
-		var c *upstream.Client
-		uo := upstream.Options{
-			Logger:        log,
-			OnListChanged: func(string) { r.markDirty(name) },
-			OnState: func(st upstream.State) {
-				r.met.upstreamState(st)
-				if st.Status == upstream.StatusReady && st.Connects > 1 && r.life != nil {
-					// The running client goroutine holds r.wg, so Add is safe.
-					r.wg.Go(func() { r.resubscribe(r.life, c) })
-				}
-			},
-			// A shared session announces sampling and (form) elicitation;
-			// a request for a client without them is refused with
-			// CLIENT_CAPABILITY_MISSING.
-			//lint:ignore SA1019 deprecated in protocol 2026-07-28 only.
-			Sampling:    &mcp.SamplingCapabilities{},
-			Elicitation: &mcp.ElicitationCapabilities{},
-		}
-		r.relayHooks(name, &c, &uo)
-		c = upstream.New(spec, uo)
-		r.clients = append(r.clients, c)
-		// Pointers: conns are compared (state.owner), and a spec is not
-		// comparable.
-		lc := liveConn{c: c, rt: r, spec: spec, perClient: u.PerClient}
-		if u.Exchange != nil {
-			r.conns = append(r.conns, &exchangeConn{liveConn: lc, ex: u.Exchange})
-		} else {
-			r.conns = append(r.conns, &lc)
+	for i := range c.Upstreams {
+		if u := &c.Upstreams[i]; u.Enabled {
+			if err := r.addUpstream(u); err != nil {
+				return nil, err
+			}
 		}
 	}
 	r.state.Store(r.emptyState())
 	r.server = r.newServer()
 	return r, nil
+}
+
+// validate refuses what a configuration built in code (rather than loaded,
+// which config checks) could get wrong.
+func validate(c *config.Config) error {
+	switch c.Mode {
+	case config.ModeGateway, config.ModeProxy, config.ModeDirect:
+	default:
+		return fmt.Errorf("runtime: unknown mode %q", c.Mode)
+	}
+	switch c.Environment {
+	case guard.EnvProd, guard.EnvDev:
+	default:
+		return fmt.Errorf("runtime: unknown environment %q", c.Environment)
+	}
+	if c.Browse.TopK < 1 || c.Browse.TopK > router.MaxTopK {
+		return fmt.Errorf("runtime: top_k %d outside 1..%d", c.Browse.TopK, router.MaxTopK)
+	}
+	if c.Browse.MaxChildren < 1 {
+		return fmt.Errorf("runtime: max_children %d is not positive", c.Browse.MaxChildren)
+	}
+	if c.Timing.CallTimeout <= 0 || c.Timing.ReadyTimeout <= 0 {
+		return fmt.Errorf("runtime: call and ready timeouts must be positive (config.DefaultTiming)")
+	}
+	seen := map[string]bool{}
+	for _, u := range c.Upstreams {
+		if u.Name == "" {
+			return errors.New("runtime: an upstream has no name")
+		}
+		if seen[u.Name] {
+			return fmt.Errorf("runtime: upstream %q configured twice", u.Name)
+		}
+		seen[u.Name] = true
+	}
+	return nil
+}
+
+// initAdmin resolves the admin API's token and claim.
+func (r *Runtime) initAdmin() error {
+	a := r.cfg.Admin
+	if a.TokenEnv != "" {
+		tok, ok := r.deps.Getenv(a.TokenEnv)
+		if !ok || tok == "" {
+			return fmt.Errorf("admin.token_env: environment variable %s is not set", a.TokenEnv)
+		}
+		r.adminToken = []byte(tok)
+	}
+	if cl := a.Claim; cl != nil {
+		if len(r.cfg.Auth.Issuers) == 0 {
+			return fmt.Errorf("admin.claim needs auth.issuers to verify administrators' tokens")
+		}
+		r.adminClaim = &admin.Claim{Name: cl.Name, Value: cl.Value}
+	}
+	return nil
 }
 
 // Start connects the upstreams and builds the first catalog. It waits up to
@@ -410,8 +298,8 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if err := r.openSafety(ctx); err != nil {
 		return err
 	}
-	if !r.opts.FirewallOff {
-		r.fw = firewall.New(firewall.Options{Store: store, Counter: r.cards.Counter(), MaxInlineTokens: r.opts.MaxInlineTokens})
+	if r.cfg.Firewall.Enabled {
+		r.fw = firewall.New(firewall.Options{Store: store, Counter: r.cards.Counter(), MaxInlineTokens: r.cfg.Firewall.MaxInlineTokens})
 	}
 	for _, c := range r.clients {
 		r.wg.Add(1)
@@ -420,7 +308,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 			_ = c.Run(ctx)
 		}()
 	}
-	wait, cancelWait := context.WithTimeout(ctx, r.opts.ReadyTimeout)
+	wait, cancelWait := context.WithTimeout(ctx, r.cfg.Timing.ReadyTimeout)
 	for _, c := range r.clients {
 		if err := c.WaitReady(wait); err != nil {
 			r.log.Warn("upstream not ready; it joins the catalog when it comes up", "upstream", c.Name(), "err", c.State().Err)

@@ -3,11 +3,12 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"github.com/quiver-mcp/quiver/runtime/config"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/config"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
@@ -31,17 +32,53 @@ func testCards(t testing.TB) *choicecard.Builder {
 	return cardsB
 }
 
-// startRuntime starts a runtime with opts and connects one in-memory client.
-func startRuntime(t *testing.T, opts Options) (*Runtime, *mcp.ClientSession) {
+// testUpstream is an upstream of a test runtime: its configuration entry
+// and, for a static one, its catalog held in memory (Deps.Catalogs).
+type testUpstream struct {
+	cfg config.Upstream
+	src *catalog.Source
+}
+
+// rig is what a test runtime is built from.
+type rig struct {
+	cfg  *config.Config
+	deps Deps
+}
+
+// setup returns the default configuration in mode with ups, in
+// environment dev (most tests run without a registry; prod would deny
+// every tool) and without a state directory (nothing written under the
+// home directory), with the shared test card builder; tweaks then change
+// it.
+func setup(t testing.TB, mode config.Mode, ups []testUpstream, tweaks ...func(*rig)) rig {
 	t.Helper()
-	if opts.Cards == nil {
-		opts.Cards = testCards(t)
+	cfg := config.Default()
+	cfg.Mode, cfg.Environment, cfg.StateDir = mode, guard.EnvDev, ""
+	r := rig{cfg: cfg, deps: Deps{Cards: testCards(t), Catalogs: map[string]catalog.Source{}}}
+	for _, u := range ups {
+		cfg.Upstreams = append(cfg.Upstreams, u.cfg)
+		if u.src != nil {
+			r.deps.Catalogs[u.cfg.Name] = *u.src
+		}
 	}
-	if opts.Environment == "" {
-		// Most tests run without a registry; prod would deny every tool.
-		opts.Environment = guard.EnvDev
+	for _, f := range tweaks {
+		f(&r)
 	}
-	rt, err := New(opts)
+	return r
+}
+
+// newUpstream is an upstream entry with the defaults of the file but no
+// tool prefix (the tests name tools as their upstreams do).
+func newUpstream(name string) config.Upstream {
+	u := config.NewUpstream(name)
+	u.ToolPrefix = ""
+	return u
+}
+
+// startRuntime starts a runtime from rg and connects one in-memory client.
+func startRuntime(t *testing.T, rg rig) (*Runtime, *mcp.ClientSession) {
+	t.Helper()
+	rt, err := New(rg.cfg, rg.deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,13 +110,15 @@ func connect(t *testing.T, ctx context.Context, rt *Runtime) *mcp.ClientSession 
 	return cs
 }
 
-func staticFleet(t *testing.T) []UpstreamOptions {
+func staticFleet(t *testing.T) []testUpstream {
 	t.Helper()
 	src, err := catalog.LoadFile("testdata/fleet.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []UpstreamOptions{{Name: "fleet", Catalog: &src, TrustLevel: "verified", Risk: "LOW"}}
+	u := newUpstream("fleet")
+	u.TrustLevel, u.Risk = config.TrustVerified, config.RiskLow
+	return []testUpstream{{cfg: u, src: &src}}
 }
 
 // call invokes a tool and returns its result and decoded structured content.
@@ -129,7 +168,7 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 }
 
 func TestGatewaySurface(t *testing.T) {
-	_, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: staticFleet(t)})
+	_, cs := startRuntime(t, setup(t, config.ModeGateway, staticFleet(t)))
 	names := toolNames(t, cs)
 	if strings.Join(names, ",") != "tool_browse,tool_execute,tool_hydrate,tool_view" {
 		t.Fatalf("gateway lists %v", names)
@@ -146,7 +185,7 @@ func TestGatewaySurface(t *testing.T) {
 }
 
 func TestBrowseHydrateExecute(t *testing.T) {
-	_, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: staticFleet(t)})
+	_, cs := startRuntime(t, setup(t, config.ModeGateway, staticFleet(t)))
 
 	_, m := call(t, cs, ToolBrowse, map[string]any{"query": "add two numbers", "top_k": 3})
 	cards := m["cards"].([]any)
@@ -206,7 +245,7 @@ func TestBrowseHydrateExecute(t *testing.T) {
 }
 
 func TestBrowsePaths(t *testing.T) {
-	_, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: staticFleet(t), TopK: 2})
+	_, cs := startRuntime(t, setup(t, config.ModeGateway, staticFleet(t), func(r *rig) { r.cfg.Browse.TopK = 2 }))
 	_, m := call(t, cs, ToolBrowse, map[string]any{"path": "/"})
 	cards := m["cards"].([]any)
 	if len(cards) != 2 || m["next_cursor"] == nil {
@@ -243,7 +282,7 @@ func TestBrowsePaths(t *testing.T) {
 }
 
 func TestErrorPaths(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: staticFleet(t)})
+	rt, cs := startRuntime(t, setup(t, config.ModeGateway, staticFleet(t)))
 	var addID, badID string
 	for _, it := range rt.Snapshot().All() {
 		switch it.UpstreamName {
@@ -292,7 +331,7 @@ func TestErrorPaths(t *testing.T) {
 }
 
 func TestProxySurface(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: config.ModeProxy, Upstreams: staticFleet(t)})
+	rt, cs := startRuntime(t, setup(t, config.ModeProxy, staticFleet(t)))
 	names := toolNames(t, cs)
 	n := len(rt.Snapshot().All())
 	if len(names) != n+3 {
@@ -339,7 +378,7 @@ func TestSanitize(t *testing.T) {
 }
 
 func TestRebuildSwapsAtomically(t *testing.T) {
-	rt, _ := startRuntime(t, Options{Mode: config.ModeGateway, Upstreams: staticFleet(t)})
+	rt, _ := startRuntime(t, setup(t, config.ModeGateway, staticFleet(t)))
 	before := rt.state.Load()
 	rt.markDirty("fleet")
 	select {

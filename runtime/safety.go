@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/runtime/admin"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
@@ -267,20 +268,14 @@ func (r *Runtime) recordDecision(ctx context.Context, d policy.Decision) {
 // credential, or none. The client's token is never forwarded (spec 001
 // MUST 5).
 func (r *Runtime) tokenMode(st *state, server string) string {
-	c, ok := st.owner[server]
-	if !ok {
+	e := r.entryOf(st, server)
+	switch {
+	case e == nil:
 		return receipts.TokenNone
-	}
-	for _, u := range r.opts.Upstreams {
-		if u.Name != c.name() {
-			continue
-		}
-		switch {
-		case u.Exchange != nil && u.Catalog == nil:
-			return receipts.TokenExchanged
-		case u.Credentialed:
-			return receipts.TokenVault
-		}
+	case e.exchange != nil:
+		return receipts.TokenExchanged
+	case !e.cfg.Credentials.IsZero():
+		return receipts.TokenVault
 	}
 	return receipts.TokenNone
 }
@@ -466,7 +461,7 @@ func (r *Runtime) finishList(c *caller, res mcp.Result, e *Error, took time.Dura
 // openSafety opens what Start owns of the safety profile: the incident
 // state, the approvals, the receipts writer and the admin API.
 func (r *Runtime) openSafety(ctx context.Context) error {
-	o := r.opts
+	o := r.cfg
 	sub := func(name string) (string, error) {
 		if o.StateDir == "" {
 			return "", nil
@@ -476,7 +471,7 @@ func (r *Runtime) openSafety(ctx context.Context) error {
 	}
 	var err error
 	dir := ""
-	if o.IncidentPersist {
+	if o.Incident.Persist {
 		if dir, err = sub("incident"); err != nil {
 			return fmt.Errorf("incident state: %w", err)
 		}
@@ -487,28 +482,31 @@ func (r *Runtime) openSafety(ctx context.Context) error {
 	if dir, err = sub("approvals"); err != nil {
 		return fmt.Errorf("approvals: %w", err)
 	}
-	if r.approvals, err = policy.OpenApprovals(policy.ApprovalOptions{Dir: dir, TTL: o.ApprovalTTL, MaxPending: o.ApprovalMaxPending}); err != nil {
+	if r.approvals, err = policy.OpenApprovals(policy.ApprovalOptions{Dir: dir, TTL: time.Duration(o.Approvals.TTL), MaxPending: o.Approvals.MaxPending}); err != nil {
 		return fmt.Errorf("approvals: %w", err)
 	}
-	if !o.ReceiptsOff {
-		if dir, err = sub(receipts.DirName); err != nil {
-			return fmt.Errorf("receipts: %w", err)
-		}
-		if dir == "" && o.ReceiptsCopy == nil {
-			r.log.Warn("no state directory: receipts are not written")
-		}
-		if r.receipts, err = receipts.NewWriter(receipts.WriterOptions{Dir: dir, Copy: o.ReceiptsCopy, Logger: r.log}); err != nil {
-			return fmt.Errorf("receipts: %w", err)
-		}
+	if dir, err = sub(receipts.DirName); err != nil {
+		return fmt.Errorf("receipts: %w", err)
 	}
-	if o.PolicyFile != "" {
-		interval := o.PolicyWatchInterval
+	cp := r.deps.ReceiptsCopy
+	if cp == nil && o.Receipts.Stdout && o.Listen.Transport == config.TransportHTTP {
+		// Over stdio, stdout carries the protocol.
+		cp = os.Stdout
+	}
+	if dir == "" && cp == nil {
+		r.log.Warn("no state directory: receipts are not written")
+	}
+	if r.receipts, err = receipts.NewWriter(receipts.WriterOptions{Dir: dir, Copy: cp, Logger: r.log}); err != nil {
+		return fmt.Errorf("receipts: %w", err)
+	}
+	if o.Policy.File != "" {
+		interval := time.Duration(o.Policy.WatchInterval)
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			_ = r.policy.Watch(ctx, o.PolicyFile, policy.WatchOptions{Interval: interval, OnChange: func(p *policy.Policy, err error) {
+			_ = r.policy.Watch(ctx, o.Policy.File, policy.WatchOptions{Interval: interval, OnChange: func(p *policy.Policy, err error) {
 				if err != nil {
-					r.log.Error("policy file not reloaded; the policy in force stays", "file", o.PolicyFile, "err", err)
+					r.log.Error("policy file not reloaded; the policy in force stays", "file", o.Policy.File, "err", err)
 					return
 				}
 				r.log.Info("policy reloaded", "policy_id", p.ID, "version", p.Version)
@@ -517,11 +515,11 @@ func (r *Runtime) openSafety(ctx context.Context) error {
 	} else if r.policy == nil {
 		r.log.Warn("no policy configured: every principal sees and calls every tool; configure policy.file for default-deny authorization")
 	}
-	if len(o.AdminToken) > 0 || o.AdminClaim != nil {
-		ao := admin.Options{Incident: r.incident, Approvals: r.approvals, Token: o.AdminToken, Logger: r.log,
+	if len(r.adminToken) > 0 || r.adminClaim != nil {
+		ao := admin.Options{Incident: r.incident, Approvals: r.approvals, Token: r.adminToken, Logger: r.log,
 			OnAction: r.adminReceipt, OnDeny: func(req *http.Request, reason string) { r.denyReceipt(req, reason) }}
-		if o.AdminClaim != nil && r.verifier != nil {
-			ao.Verifier, ao.AdminClaim = r.verifier, *o.AdminClaim
+		if r.adminClaim != nil && r.verifier != nil {
+			ao.Verifier, ao.AdminClaim = r.verifier, *r.adminClaim
 		}
 		if r.admin, err = admin.New(ao); err != nil {
 			return err
@@ -583,20 +581,17 @@ func stripAuthorization(h http.Handler) http.Handler {
 // initIdentity builds the verifier (with issuers), the local principal and
 // the policy engine; New calls it, so bad settings fail before Start.
 func (r *Runtime) initIdentity() error {
-	local := r.opts.Auth.Local
+	local := r.cfg.Auth.Local
 	if local.Sub == "" {
-		local.Sub = r.opts.LocalPrincipal
+		local.Sub = r.localName
 	} else {
-		r.opts.LocalPrincipal = local.Sub
+		r.localName = local.Sub
 	}
 	r.local = local.Principal()
-	if len(r.opts.Auth.Issuers) > 0 {
-		cfg := r.opts.Auth
+	if len(r.cfg.Auth.Issuers) > 0 {
+		cfg := r.cfg.Auth
 		cfg.Local = local
-		getenv := r.opts.Getenv
-		if getenv == nil {
-			getenv = os.Getenv
-		}
+		getenv := func(k string) string { v, _ := r.deps.Getenv(k); return v }
 		v, err := identity.NewVerifier(cfg, identity.Options{Getenv: getenv, Logger: r.log, Revoked: func(jti, sub string) bool {
 			in := r.incident
 			return in != nil && in.Revoked(jti, sub)
@@ -607,14 +602,14 @@ func (r *Runtime) initIdentity() error {
 		r.verifier = v
 	}
 	switch {
-	case r.opts.PolicyFile != "":
-		p, err := policy.Load(r.opts.PolicyFile)
+	case r.cfg.Policy.File != "":
+		p, err := policy.Load(r.cfg.Policy.File)
 		if err != nil {
 			return fmt.Errorf("runtime: policy: %w", err)
 		}
 		r.policy = policy.NewEngine(p)
-	case r.opts.Policy != nil:
-		r.policy = policy.NewEngine(r.opts.Policy)
+	case r.deps.Policy != nil:
+		r.policy = policy.NewEngine(r.deps.Policy)
 	}
 	return nil
 }

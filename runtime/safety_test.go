@@ -3,11 +3,12 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"github.com/quiver-mcp/quiver/runtime/config"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/quiver-mcp/quiver/runtime/config"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/runtime/policy"
@@ -28,7 +29,7 @@ rules:
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	rt, cs := startRuntime(t, Options{Mode: config.ModeProxy, Upstreams: staticFleet(t), LocalPrincipal: "alice", Policy: p, StateDir: dir})
+	rt, cs := startRuntime(t, setup(t, config.ModeProxy, staticFleet(t), func(r *rig) { r.cfg.Auth.Local.Sub = "alice"; r.deps.Policy = p; r.cfg.StateDir = dir }))
 	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)

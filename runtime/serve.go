@@ -35,7 +35,7 @@ func (r *Runtime) Handler(path string) http.Handler {
 	// A configured host allow-list replaces the go-sdk's loopback rule
 	// (a gateway behind a proxy on loopback is reached by its public name).
 	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server },
-		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: len(r.opts.AllowedHosts) > 0, SessionTimeout: r.opts.SessionIdleTimeout})
+		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: len(r.cfg.Listen.AllowedHosts) > 0, SessionTimeout: time.Duration(r.cfg.Listen.SessionIdleTimeout)})
 	if r.verifier != nil {
 		// Every request is authenticated before MCP routing (spec 001
 		// MUST 2); the middleware also removes the Authorization header.
@@ -43,10 +43,10 @@ func (r *Runtime) Handler(path string) http.Handler {
 	} else {
 		mcpHandler = stripAuthorization(mcpHandler)
 	}
-	mux.Handle(path, hostGuard(r.opts.AllowedHosts, r.opts.AllowedOrigins, mcpHandler))
+	mux.Handle(path, hostGuard(r.cfg.Listen.AllowedHosts, r.cfg.Listen.AllowedOrigins, mcpHandler))
 	if r.admin != nil {
 		// The admin API authenticates on its own (admin token or claim).
-		mux.Handle(admin.Prefix, hostGuard(r.opts.AllowedHosts, r.opts.AllowedOrigins, r.admin))
+		mux.Handle(admin.Prefix, hostGuard(r.cfg.Listen.AllowedHosts, r.cfg.Listen.AllowedOrigins, r.admin))
 	}
 	mux.HandleFunc("/healthz", r.healthz)
 	mux.Handle("/metrics", promhttp.HandlerFor(r.met.reg, promhttp.HandlerOpts{Registry: r.met.reg}))

@@ -34,13 +34,13 @@ func (r *Runtime) newServer() *mcp.Server {
 		// clients negotiate 2025-11-25 instead of losing them.
 		SupportedProtocolVersions: legacyProtocols(),
 	}
-	if r.opts.Mode == config.ModeDirect {
+	if r.cfg.Mode == config.ModeDirect {
 		so.Capabilities.Prompts = &mcp.PromptCapabilities{ListChanged: true}
 		so.Capabilities.Resources = &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true}
 		so.SubscribeHandler = r.handleSubscribe
 		so.UnsubscribeHandler = r.handleUnsubscribe
 	}
-	s := mcp.NewServer(&mcp.Implementation{Name: "quiver", Title: "quiver MCP gateway", Version: r.opts.Version}, so)
+	s := mcp.NewServer(&mcp.Implementation{Name: "quiver", Title: "quiver MCP gateway", Version: r.deps.Version}, so)
 	s.AddReceivingMiddleware(r.listFilter, r.passthrough)
 	s.AddSendingMiddleware(elicitSchema)
 	for _, t := range r.metaTools() {
@@ -59,10 +59,10 @@ func (r *Runtime) newServer() *mcp.Server {
 }
 
 func (r *Runtime) instructions() string {
-	if r.opts.Mode == config.ModeDirect {
+	if r.cfg.Mode == config.ModeDirect {
 		return "Every upstream tool, prompt and resource is listed under its own name (prefixed by its upstream's tool_prefix). Large tool results come back as artifacts to read with tool_view."
 	}
-	if r.opts.Mode == config.ModeProxy {
+	if r.cfg.Mode == config.ModeProxy {
 		return "Every upstream tool is listed by id with a short description. Call tool_hydrate(tool_id) for its schema and tool_execute(tool_id, args) to run it; listed entries cannot be called directly."
 	}
 	return "Tools are behind tool_browse: search with a plain-words query (or navigate paths from \"/\"), then tool_hydrate a card id for its schema and tool_execute it."
@@ -73,10 +73,10 @@ func (r *Runtime) instructions() string {
 // the per-session cache-stable state, which belongs to one catalog.
 func (r *Runtime) afterSwap(old, next *state) {
 	r.syncExposure(old, next)
-	if r.opts.Mode != config.ModeDirect {
+	if r.cfg.Mode != config.ModeDirect {
 		r.syncPrimitiveVerbs(old, next)
 	}
-	if r.opts.Mode != config.ModeProxy {
+	if r.cfg.Mode != config.ModeProxy {
 		return
 	}
 	keep := map[string]bool{}

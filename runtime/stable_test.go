@@ -1,15 +1,16 @@
 package runtime
 
 import (
-	"github.com/quiver-mcp/quiver/runtime/config"
 	"testing"
+
+	"github.com/quiver-mcp/quiver/runtime/config"
 )
 
 // TestCacheStableBrowse: with cache_stable on, a session's second browse
 // puts the cards it has seen first (id asc, frozen), then the breakpoint
 // card, then new cards (spec 003 §5); another session starts fresh.
 func TestCacheStableBrowse(t *testing.T) {
-	rt, cs := startRuntime(t, Options{Mode: config.ModeGateway, CacheStable: true, Upstreams: staticFleet(t)})
+	rt, cs := startRuntime(t, setup(t, config.ModeGateway, staticFleet(t), func(r *rig) { r.cfg.Browse.CacheStable = true }))
 	ids := func(m map[string]any) []string {
 		var out []string
 		for _, c := range m["cards"].([]any) {

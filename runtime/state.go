@@ -32,7 +32,7 @@ type state struct {
 
 func (r *Runtime) emptyState() *state {
 	snap, _, _ := catalog.Ingest(catalog.Source{}, catalog.Options{Cards: r.cards})
-	return &state{snap: snap, owner: map[string]conn{}, gate: guard.NewGate(nil, r.opts.Environment), exp: emptyExposure()}
+	return &state{snap: snap, owner: map[string]conn{}, gate: guard.NewGate(nil, r.cfg.Environment), exp: emptyExposure()}
 }
 
 // releaseAfterBuild is the catalog size from which a rebuild returns its
@@ -72,7 +72,7 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 			defer cancel()
 			src, err := c.listing(lctx)
 			var tmpl []*mcp.ResourceTemplate
-			if err == nil && r.opts.Mode == config.ModeDirect {
+			if err == nil && r.cfg.Mode == config.ModeDirect {
 				tmpl, err = c.templates(lctx)
 			}
 			results <- result{c.name(), src, tmpl, err}
@@ -141,14 +141,14 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 		}
 		return ""
 	}
-	snap, rep, err := catalog.Ingest(src, catalog.Options{Cards: r.cards, Limits: r.opts.SchemaLimits, Strict: r.opts.StrictSchemas, Classify: classify})
+	snap, rep, err := catalog.Ingest(src, catalog.Options{Cards: r.cards, Limits: r.schema, Strict: r.cfg.Schema.Strict, Classify: classify})
 	if err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
 	if rep.Errors > 0 || rep.Warnings > 0 {
 		r.log.Info("catalog ingest findings", "errors", rep.Errors, "warnings", rep.Warnings, "dropped", rep.Dropped)
 	}
-	rt, err := router.New(ctx, snap, router.Options{Cards: r.cards, MaxChildren: r.opts.MaxChildren})
+	rt, err := router.New(ctx, snap, router.Options{Cards: r.cards, MaxChildren: r.cfg.Browse.MaxChildren})
 	if err != nil {
 		return fmt.Errorf("router: %w", err)
 	}
@@ -191,8 +191,8 @@ const rebuildDebounce = 50 * time.Millisecond
 
 func (r *Runtime) rebuildLoop(ctx context.Context) {
 	var tick <-chan time.Time
-	if r.opts.RefreshInterval > 0 {
-		t := time.NewTicker(r.opts.RefreshInterval)
+	if r.cfg.Timing.RefreshInterval > 0 {
+		t := time.NewTicker(r.cfg.Timing.RefreshInterval)
 		defer t.Stop()
 		tick = t.C
 	}

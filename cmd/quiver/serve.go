@@ -92,15 +92,7 @@ func serve(parent context.Context, cfg *config.Config, logOut interface{ Write([
 	}
 	log := slog.New(handler)
 
-	opts, err := runtime.FromConfig(cfg, os.LookupEnv, log)
-	if err != nil {
-		return usageError(err)
-	}
-	opts.Version = version
-	if cfg.Receipts.Stdout && cfg.Listen.Transport == config.TransportHTTP {
-		opts.ReceiptsCopy = os.Stdout
-	}
-	rt, err := runtime.New(opts)
+	rt, err := runtime.New(cfg, runtime.Deps{Logger: log, Version: version})
 	if err != nil {
 		return usageError(err)
 	}
@@ -116,12 +108,12 @@ func serve(parent context.Context, cfg *config.Config, logOut interface{ Write([
 			o.CertFile, o.KeyFile, scheme = cfg.Listen.TLS.Cert, cfg.Listen.TLS.Key, "https"
 		}
 		o.Ready = func(a net.Addr) {
-			log.Info("serving streamable HTTP", "addr", a.String(), "path", cfg.Listen.Path, "mode", string(opts.Mode), "tls", scheme == "https")
+			log.Info("serving streamable HTTP", "addr", a.String(), "path", cfg.Listen.Path, "mode", string(cfg.Mode), "tls", scheme == "https")
 			fmt.Fprintf(logOut, "quiver: listening on %s://%s%s\n", scheme, a.String(), cfg.Listen.Path)
 		}
 		return rt.ServeHTTP(ctx, o)
 	default:
-		log.Info("serving stdio", "mode", string(opts.Mode))
+		log.Info("serving stdio", "mode", string(cfg.Mode))
 		return rt.ServeStdio(ctx)
 	}
 }

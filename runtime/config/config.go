@@ -179,7 +179,34 @@ type Config struct {
 	// Admin configures the operator API (/admin/v1/).
 	Admin Admin `json:"admin" yaml:"admin"`
 	Log   Log   `json:"log" yaml:"log"`
+
+	// Timing holds the runtime's timings that the file does not set: their
+	// defaults serve in production, tests shorten them. It is not part of
+	// Effective.
+	Timing Timing `json:"-" yaml:"-"`
 }
+
+// Timing bounds the runtime's waits.
+type Timing struct {
+	// ReadyTimeout bounds how long Start waits for the upstreams before it
+	// publishes the first catalog; slower upstreams join it when they
+	// come up.
+	ReadyTimeout time.Duration
+	// CallTimeout bounds one dispatch to an upstream, on top of the
+	// upstream's own call_timeout.
+	CallTimeout time.Duration
+	// RefreshInterval re-lists every upstream periodically; 0 re-lists
+	// only on list_changed notifications and reconnects.
+	RefreshInterval time.Duration
+}
+
+// DefaultTiming returns the timings of a running quiver.
+func DefaultTiming() Timing {
+	return Timing{ReadyTimeout: DefaultReadyTimeout, CallTimeout: time.Duration(DefaultCallTimeout)}
+}
+
+// DefaultReadyTimeout is Timing.ReadyTimeout's default.
+const DefaultReadyTimeout = 10 * time.Second
 
 // Policy names the policy file and how often it is re-read.
 type Policy struct {
@@ -545,6 +572,7 @@ func Default() *Config {
 		Approvals: Approvals{TTL: DefaultApprovalTTL, MaxPending: DefaultApprovalMaxPending},
 		Incident:  Incident{Persist: true},
 		Log:       Log{Level: "info", Format: "text"},
+		Timing:    DefaultTiming(),
 	}
 }
 
@@ -554,6 +582,17 @@ const (
 	DefaultApprovalTTL         = units.Duration(15 * time.Minute)
 	DefaultApprovalMaxPending  = 100
 )
+
+// NewUpstream returns an upstream entry named name with every default that
+// does not depend on its transport (the tool prefix is derived from the
+// name); the caller sets one of Command, URL, SSE and Catalog. It is how
+// code builds the upstreams of a configuration that was not loaded.
+func NewUpstream(name string) Upstream {
+	var u Upstream
+	u.defaults()
+	u.Name, u.ToolPrefix = name, defaultToolPrefix(name)
+	return u
+}
 
 // defaults sets the defaults that do not depend on the rest of the entry;
 // the tool prefix (from the name), the working directory and the session
@@ -617,9 +656,8 @@ func FromCatalog(path string) *Config {
 	if toolid.Namespace(name) == "" {
 		name = "catalog"
 	}
-	var u Upstream
-	u.defaults()
-	u.Name, u.ToolPrefix, u.Catalog = name, defaultToolPrefix(name), abs
+	u := NewUpstream(name)
+	u.Catalog = abs
 	c.Dir = filepath.Dir(abs)
 	// A static catalog dispatches nothing real and comes with no registry:
 	// its tools are unclassified, which prod would deny.

@@ -147,6 +147,7 @@ func TestFullExample(t *testing.T) {
 		Incident:  Incident{Persist: false},
 		Admin:     Admin{TokenEnv: "QUIVER_ADMIN_TOKEN", Claim: &AdminClaim{Name: "quiver_admin", Value: "true"}},
 		Log:       Log{Level: "debug", Format: "json"},
+		Timing:    DefaultTiming(),
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)

@@ -14,9 +14,9 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/guard"
 )
 
-// TestFromConfigControls: the guard and control blocks of a configuration
+// TestConfigControls: the guard and control blocks of a configuration
 // reach the runtime, and none of them is reported as not enforced.
-func TestFromConfigControls(t *testing.T) {
+func TestConfigControls(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "registries"), 0o755); err != nil {
 		t.Fatal(err)
@@ -44,30 +44,30 @@ upstreams:
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	opts, err := FromConfig(cfg, func(string) (string, bool) { return "", false }, slog.New(slog.NewTextHandler(&logs, nil)))
+	rt, err := New(cfg, Deps{Cards: testCards(t), Getenv: func(string) (string, bool) { return "", false }, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(logs.String(), "not enforced") {
 		t.Fatalf("controls reported as not enforced:\n%s", logs.String())
 	}
-	if opts.Environment != guard.EnvProd || !opts.TolerantArgs || !opts.Principals["alice"].ReadOnly || opts.Principals["*"].ReadOnly {
-		t.Fatalf("opts %+v", opts)
+	if rt.cfg.Environment != guard.EnvProd || !rt.cfg.TolerantArgs || !rt.cfg.Principals["alice"].ReadOnly || rt.cfg.Principals["*"].ReadOnly {
+		t.Fatalf("cfg %+v", rt.cfg)
 	}
-	if opts.Retry.MaxAttempts != 3 || opts.Retry.BaseDelay != 10*time.Millisecond || opts.Retry.Jitter || len(opts.Retry.RetryableCodes) != 1 {
-		t.Fatalf("retry %+v", opts.Retry)
+	if rt.retry.MaxAttempts != 3 || rt.retry.BaseDelay != 10*time.Millisecond || rt.retry.Jitter || len(rt.retry.RetryableCodes) != 1 {
+		t.Fatalf("retry %+v", rt.retry)
 	}
-	if u := opts.Upstreams[0]; u.Workspace == nil || u.Workspace.Roots[0] != filepath.Join(dir, "ws") || len(u.Workspace.PathArgs) == 0 ||
+	if u := rt.upstreams[0].cfg; u.Workspace == nil || u.Workspace.Roots[0] != filepath.Join(dir, "ws") || len(u.Workspace.PathArgs) == 0 ||
 		u.Egress == nil || u.Egress.Allow[0] != "api.example.com" || u.Egress.URLArgs[0] != "url" {
 		t.Fatalf("argument guards %+v %+v", u.Workspace, u.Egress)
 	}
-	if c := opts.Cache; c == nil || c.TTL != 5*time.Second || c.MaxEntries != 8 || c.Allow[0] != "math:*" {
+	if c := cacheOptions(rt.cfg); c == nil || rt.cache == nil || c.TTL != 5*time.Second || c.MaxEntries != 8 || c.Allow[0] != "math:*" {
 		t.Fatalf("cache %+v", c)
 	}
-	if opts.RateLimits["tool_execute"] != (controls.Limit{PerMinute: 5}) || opts.RateLimits["tool:math:*"] != (controls.Limit{PerSession: 2}) {
-		t.Fatalf("rate limits %+v", opts.RateLimits)
+	if l := rateLimits(rt.cfg); l["tool_execute"] != (controls.Limit{PerMinute: 5}) || l["tool:math:*"] != (controls.Limit{PerSession: 2}) {
+		t.Fatalf("rate limits %+v", l)
 	}
-	reg, err := opts.Registry()
+	reg, err := rt.loadRegistry()
 	if err != nil || reg.ClassOf("math", "add") != guard.ClassRead {
 		t.Fatalf("registry %v %v", reg, err)
 	}
@@ -76,12 +76,16 @@ upstreams:
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts, err = FromConfig(plain, nil, nil)
+	rt, err = New(plain, Deps{Cards: testCards(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.Cache != nil || opts.RateLimits != nil || opts.TolerantArgs || opts.Retry.Enabled() || opts.Registry != nil || opts.Environment != guard.EnvProd {
-		t.Fatalf("defaults %+v", opts)
+	reg, err = rt.loadRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cacheOptions(rt.cfg) != nil || rt.cache != nil || rateLimits(rt.cfg) != nil || rt.cfg.TolerantArgs || rt.retry.Enabled() || reg.Tools() != 0 || rt.cfg.Environment != guard.EnvProd {
+		t.Fatalf("defaults %+v", rt.cfg)
 	}
 }
 
