@@ -238,8 +238,8 @@ func keySet(keys []string) map[string]bool {
 // argGuardsOf returns the guards configured for the upstream serving
 // server (nil when none).
 func (r *Runtime) argGuardsOf(st *state, server string) (*config.Workspace, *config.Egress) {
-	if e := r.entryOf(st, server); e != nil {
-		return e.cfg.Workspace, e.cfg.Egress
+	if e := st.owner[server]; e != nil {
+		return e.workspace, e.egress
 	}
 	return nil, nil
 }

@@ -57,9 +57,9 @@ upstreams:
 	if rt.retry.MaxAttempts != 3 || rt.retry.BaseDelay != 10*time.Millisecond || rt.retry.Jitter || len(rt.retry.RetryableCodes) != 1 {
 		t.Fatalf("retry %+v", rt.retry)
 	}
-	if u := rt.upstreams[0].cfg; u.Workspace == nil || u.Workspace.Roots[0] != filepath.Join(dir, "ws") || len(u.Workspace.PathArgs) == 0 ||
-		u.Egress == nil || u.Egress.Allow[0] != "api.example.com" || u.Egress.URLArgs[0] != "url" {
-		t.Fatalf("argument guards %+v %+v", u.Workspace, u.Egress)
+	if u := rt.upstreams[0]; u.workspace == nil || u.workspace.Roots[0] != filepath.Join(dir, "ws") || len(u.workspace.PathArgs) == 0 ||
+		u.egress == nil || u.egress.Allow[0] != "api.example.com" || u.egress.URLArgs[0] != "url" {
+		t.Fatalf("argument guards %+v %+v", u.workspace, u.egress)
 	}
 	if c := cacheOptions(rt.cfg); c == nil || rt.cache == nil || c.TTL != 5*time.Second || c.MaxEntries != 8 || c.Allow[0] != "math:*" {
 		t.Fatalf("cache %+v", c)

@@ -33,36 +33,50 @@ type conn interface {
 	subscribe(ctx context.Context, uri string, on bool) error
 }
 
-// liveConn adapts a supervised upstream.Client. Its calls register with
-// the runtime's relay, so that what the upstream sends during a call
-// reaches the caller; with perClient each downstream session gets an
-// upstream session of its own (opened from spec).
+// liveConn adapts a supervised upstream.Client. It holds no Runtime: what
+// it needs of one comes as the two hooks below, so it can be built and
+// tested on its own.
 type liveConn struct {
-	c         *upstream.Client
-	rt        *Runtime
-	spec      upstream.Spec
-	perClient bool
+	c    *upstream.Client
+	spec upstream.Spec
+	// perClient, when set (sessions: per_client), returns the upstream
+	// session of the caller's downstream session, opened from spec on
+	// first use; unset, every caller shares c.
+	perClient func(ctx context.Context, l liveConn, c *caller) (*upstream.Client, error)
+	// relay, when set, registers every call, so that what the upstream
+	// sends during it (progress, sampling, elicitation, logs) reaches the
+	// caller.
+	relay callTracker
+}
+
+// callTracker registers calls in flight with an upstream session; the
+// runtime's relay is one (see relay.begin).
+type callTracker interface {
+	// begin registers a call of tool toolID of server on uc, and returns
+	// the call's context, the progress token to send ("" for none) and
+	// the function that ends the registration.
+	begin(ctx context.Context, uc *upstream.Client, server, toolID string) (context.Context, string, func())
 }
 
 // client returns the upstream session to call for the caller in ctx.
 func (l liveConn) client(ctx context.Context) (*upstream.Client, error) {
-	if !l.perClient || l.rt == nil {
+	if l.perClient == nil {
 		return l.c, nil
 	}
 	c := callerOf(ctx)
 	if c == nil || c.ss == nil {
 		return l.c, nil
 	}
-	return l.rt.affineClient(ctx, l, c)
+	return l.perClient(ctx, l, c)
 }
 
 // begin registers a call with the relay (when there is one); see
 // relay.begin.
 func (l liveConn) begin(ctx context.Context, uc *upstream.Client, it *catalog.Item) (context.Context, mcp.Meta, func()) {
-	if l.rt == nil {
+	if l.relay == nil {
 		return ctx, nil, func() {}
 	}
-	ctx, tok, done := l.rt.relay.begin(ctx, uc, it.Server, it.ID)
+	ctx, tok, done := l.relay.begin(ctx, uc, it.Server, it.ID)
 	if tok == "" {
 		return ctx, nil, done
 	}

@@ -49,15 +49,9 @@ func (r *Runtime) exposes() bool {
 }
 
 // prefixOf is the tool_prefix of the upstream serving server.
-func (r *Runtime) prefixOf(owner map[string]conn, server string) string {
-	c, ok := owner[server]
-	if !ok {
-		return ""
-	}
-	for _, e := range r.upstreams {
-		if e.conn == c {
-			return e.cfg.ToolPrefix
-		}
+func prefixOf(owner map[string]*upstreamEntry, server string) string {
+	if e := owner[server]; e != nil {
+		return e.prefix
 	}
 	return ""
 }
@@ -87,7 +81,7 @@ func matchAny(globs []string, names ...string) bool {
 // had in prev, so an item that appears later never shadows one already
 // listed: it is withheld and reported. Among new names, configuration
 // order decides. Meta-tool names are reserved.
-func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, owner map[string]conn, templates map[string][]*mcp.ResourceTemplate) *exposure {
+func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, owner map[string]*upstreamEntry, templates map[string][]*mcp.ResourceTemplate) *exposure {
 	next := emptyExposure()
 	if !r.exposes() {
 		return next
@@ -111,7 +105,7 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, owner map[strin
 		for _, it := range snap.Items(kind) {
 			name := it.UpstreamName
 			if kind != toolid.KindResource {
-				name = r.prefixOf(owner, it.Server) + it.UpstreamName
+				name = prefixOf(owner, it.Server) + it.UpstreamName
 			}
 			if kind == toolid.KindTool && !r.exposedTool(it, name) {
 				continue
@@ -158,7 +152,7 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, owner map[strin
 	}
 	assign(toolid.KindPrompt, next.prompts, prev.prompts, "prompt")
 	assign(toolid.KindResource, next.resources, prev.resources, "resource")
-	for _, c := range r.conns {
+	for _, c := range r.upstreams {
 		for _, t := range templates[c.name()] {
 			if o, taken := next.templates[t.URITemplate]; taken {
 				next.withheld = append(next.withheld, fmt.Sprintf("resource template %q of upstream %q: also served by upstream %q", t.URITemplate, c.name(), o.owner.name()))

@@ -220,15 +220,15 @@ func TestDirectExposeMetaToolNames(t *testing.T) {
 // unstarted returns a runtime that was built but not started, with the
 // snapshot and owner map of its static upstreams in configuration order
 // (what rebuild computes).
-func unstarted(t *testing.T, rg rig) (*Runtime, *catalog.Snapshot, map[string]conn) {
+func unstarted(t *testing.T, rg rig) (*Runtime, *catalog.Snapshot, map[string]*upstreamEntry) {
 	t.Helper()
 	rt, err := New(rg.cfg, rg.deps)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var src catalog.Source
-	owner := map[string]conn{}
-	for _, c := range rt.conns {
+	owner := map[string]*upstreamEntry{}
+	for _, c := range rt.upstreams {
 		l, err := c.listing(context.Background())
 		if err != nil {
 			t.Fatal(err)

@@ -54,13 +54,8 @@ type upstreamInfo struct {
 
 func (r *Runtime) upstreamOf(st *state, server string) upstreamInfo {
 	info := upstreamInfo{trust: "unknown", risk: "HIGH"}
-	if e := r.entryOf(st, server); e != nil {
-		if e.cfg.TrustLevel != "" {
-			info.trust = string(e.cfg.TrustLevel)
-		}
-		if e.cfg.Risk != "" {
-			info.risk = string(e.cfg.Risk)
-		}
+	if e := st.owner[server]; e != nil {
+		info.trust, info.risk = e.trust, e.risk
 	}
 	return info
 }

@@ -482,9 +482,9 @@ func startCounted(t *testing.T, tweak func(*rig), failFirst int64) (*Runtime, *m
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := &countingConn{conn: rt.conns[0], failFirst: failFirst,
+	cc := &countingConn{conn: rt.upstreams[0].conn, failFirst: failFirst,
 		failWith: &upstream.Error{Code: upstream.CodeUnavailable, Retryable: true, Err: upstream.ErrSessionEnded}}
-	rt.conns[0] = cc
+	rt.upstreams[0].conn = cc
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
 		cancel()

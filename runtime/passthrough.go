@@ -233,7 +233,7 @@ func (r *Runtime) sessionEnded(ss *mcp.ServerSession) {
 	ctx, cancel := context.WithTimeout(r.life, relayTimeout)
 	defer cancel()
 	for _, k := range gone {
-		for _, c := range r.conns {
+		for _, c := range r.upstreams {
 			if c.name() == k[0] {
 				if err := c.subscribe(ctx, k[1], false); err != nil {
 					r.log.Debug("upstream unsubscribe failed", "upstream", k[0], "err", err)

@@ -96,7 +96,6 @@ type Runtime struct {
 	server *mcp.Server
 	met    *metrics
 
-	conns   []conn
 	clients []*upstream.Client
 
 	store artifacts.Store
@@ -255,6 +254,18 @@ func validate(c *config.Config) error {
 			return fmt.Errorf("runtime: upstream %q configured twice", u.Name)
 		}
 		seen[u.Name] = true
+		// The request path reads these as they are (receipts, policy
+		// input); config.NewUpstream sets them.
+		switch u.TrustLevel {
+		case config.TrustInternal, config.TrustVerified, config.TrustCommunity, config.TrustUnknown:
+		default:
+			return fmt.Errorf("runtime: upstream %q: unknown trust level %q", u.Name, u.TrustLevel)
+		}
+		switch u.Risk {
+		case config.RiskLow, config.RiskMedium, config.RiskHigh, config.RiskCritical:
+		default:
+			return fmt.Errorf("runtime: upstream %q: unknown risk %q", u.Name, u.Risk)
+		}
 	}
 	return nil
 }
@@ -316,7 +327,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	cancelWait()
 	r.mu.Lock()
-	for _, c := range r.conns {
+	for _, c := range r.upstreams {
 		r.dirty[c.name()] = true
 	}
 	r.mu.Unlock()

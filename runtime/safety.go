@@ -268,14 +268,8 @@ func (r *Runtime) recordDecision(ctx context.Context, d policy.Decision) {
 // credential, or none. The client's token is never forwarded (spec 001
 // MUST 5).
 func (r *Runtime) tokenMode(st *state, server string) string {
-	e := r.entryOf(st, server)
-	switch {
-	case e == nil:
-		return receipts.TokenNone
-	case e.exchange != nil:
-		return receipts.TokenExchanged
-	case !e.cfg.Credentials.IsZero():
-		return receipts.TokenVault
+	if e := st.owner[server]; e != nil {
+		return e.tokenMode
 	}
 	return receipts.TokenNone
 }

@@ -21,7 +21,7 @@ type state struct {
 	snap   *catalog.Snapshot
 	router *router.Router
 	// owner maps a server name of the catalog to the upstream serving it.
-	owner map[string]conn
+	owner map[string]*upstreamEntry
 	built time.Time
 	// gate is the front door, judging by the registry loaded with this
 	// catalog.
@@ -32,7 +32,7 @@ type state struct {
 
 func (r *Runtime) emptyState() *state {
 	snap, _, _ := catalog.Ingest(catalog.Source{}, catalog.Options{Cards: r.cards})
-	return &state{snap: snap, owner: map[string]conn{}, gate: guard.NewGate(nil, r.cfg.Environment), exp: emptyExposure()}
+	return &state{snap: snap, owner: map[string]*upstreamEntry{}, gate: guard.NewGate(nil, r.cfg.Environment), exp: emptyExposure()}
 }
 
 // releaseAfterBuild is the catalog size from which a rebuild returns its
@@ -59,9 +59,9 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 		tmpl []*mcp.ResourceTemplate
 		err  error
 	}
-	results := make(chan result, len(r.conns))
+	results := make(chan result, len(r.upstreams))
 	var wg sync.WaitGroup
-	for _, c := range r.conns {
+	for _, c := range r.upstreams {
 		if !dirty[c.name()] {
 			continue
 		}
@@ -102,8 +102,8 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 	// Concatenate in configuration order: the order decides ~N collision
 	// suffixes, so it must be stable across rebuilds.
 	var src catalog.Source
-	owner := map[string]conn{}
-	for _, c := range r.conns {
+	owner := map[string]*upstreamEntry{}
+	for _, c := range r.upstreams {
 		l, ok := listings[c.name()]
 		if !ok {
 			continue
@@ -201,7 +201,7 @@ func (r *Runtime) rebuildLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick:
-			for _, c := range r.conns {
+			for _, c := range r.upstreams {
 				r.markDirty(c.name())
 			}
 			continue

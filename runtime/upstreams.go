@@ -8,55 +8,64 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/runtime/config"
+	"github.com/quiver-mcp/quiver/runtime/receipts"
 	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 )
 
-// upstreamEntry is one enabled upstream: its settings and its connection.
+// upstreamEntry is one enabled upstream: its connection (it is the conn
+// the runtime calls; its session mode lives there, as liveConn.perClient)
+// and the settings the request path reads, derived once from its
+// configuration. The catalog state maps every server name to the
+// entry serving it, so what an item's upstream is configured with is a
+// field read.
 type upstreamEntry struct {
-	cfg config.Upstream
-	// exchange, when set, exchanges each caller's verified token for one
-	// bound to this upstream before every call (receipts: token_handling
-	// mode exchanged).
-	exchange *tokenexchange.Exchanger
-	conn     conn
+	conn
+	// trust and risk classify the upstream in receipts and policy input.
+	trust, risk string
+	// prefix prefixes its tools' and prompts' names where they are listed
+	// directly.
+	prefix string
+	// tokenMode is the receipts' token_handling mode: exchanged per
+	// caller, a configured credential (vault), or none.
+	tokenMode string
+	// workspace and egress, when set, confine its tools' path and URL
+	// arguments.
+	workspace *config.Workspace
+	egress    *config.Egress
 }
 
-// entryOf returns the entry of the upstream serving server in st, or nil.
-func (r *Runtime) entryOf(st *state, server string) *upstreamEntry {
-	c, ok := st.owner[server]
-	if !ok {
-		return nil
+// newEntry returns the entry of upstream u served by c; exchanged tells
+// whether its credential is exchanged per caller.
+func newEntry(u *config.Upstream, c conn, exchanged bool) *upstreamEntry {
+	e := &upstreamEntry{conn: c, trust: string(u.TrustLevel), risk: string(u.Risk), prefix: u.ToolPrefix,
+		tokenMode: receipts.TokenNone, workspace: u.Workspace, egress: u.Egress}
+	switch {
+	case exchanged:
+		e.tokenMode = receipts.TokenExchanged
+	case !u.Credentials.IsZero():
+		e.tokenMode = receipts.TokenVault
 	}
-	for _, e := range r.upstreams {
-		if e.conn == c {
-			return e
-		}
-	}
-	return nil
+	return e
 }
 
 // addUpstream builds the entry of upstream u: a static catalog (from
 // Deps.Catalogs or its file) or a supervised live client, with its
 // credentials resolved.
 func (r *Runtime) addUpstream(u *config.Upstream) error {
-	e := &upstreamEntry{cfg: *u}
 	if src, ok := r.deps.Catalogs[u.Name]; ok {
-		e.conn = newStaticConn(u.Name, src)
-	} else if u.Catalog != "" {
+		r.addEntry(newEntry(u, newStaticConn(u.Name, src), false))
+		return nil
+	}
+	if u.Catalog != "" {
 		src, err := catalog.LoadFile(u.Catalog)
 		if err != nil {
 			return fmt.Errorf("upstream %q: %w", u.Name, err)
 		}
-		e.conn = newStaticConn(u.Name, src)
-	}
-	if e.conn != nil {
-		r.upstreams = append(r.upstreams, e)
-		r.conns = append(r.conns, e.conn)
-		r.dirty[u.Name] = true
+		r.addEntry(newEntry(u, newStaticConn(u.Name, src), false))
 		return nil
 	}
-	spec, err := r.specOf(u, e)
+	spec, ex, err := r.specOf(u)
 	if err != nil {
 		return err
 	}
@@ -82,34 +91,43 @@ func (r *Runtime) addUpstream(u *config.Upstream) error {
 	r.relayHooks(name, &c, &uo)
 	c = upstream.New(spec, uo)
 	r.clients = append(r.clients, c)
-	// Pointers: conns are compared (state.owner), and a spec is not
-	// comparable.
-	lc := liveConn{c: c, rt: r, spec: spec, perClient: u.Sessions == config.SessionsPerClient}
-	if e.exchange != nil {
-		e.conn = &exchangeConn{liveConn: lc, ex: e.exchange}
-	} else {
-		e.conn = &lc
+	lc := liveConn{c: c, spec: spec, relay: r.relay}
+	if u.Sessions == config.SessionsPerClient {
+		lc.perClient = r.affineClient
 	}
-	r.upstreams = append(r.upstreams, e)
-	r.conns = append(r.conns, e.conn)
+	// Pointers: entries are compared (state.owner), and a spec is not
+	// comparable.
+	var cn conn = &lc
+	if ex != nil {
+		cn = &exchangeConn{liveConn: lc, ex: ex}
+	}
+	r.addEntry(newEntry(u, cn, ex != nil))
 	return nil
 }
 
+// addEntry appends e in configuration order, marked for listing.
+func (r *Runtime) addEntry(e *upstreamEntry) {
+	r.upstreams = append(r.upstreams, e)
+	r.dirty[e.name()] = true
+}
+
 // specOf resolves the transport of live upstream u: its headers and
-// environment from Deps.Getenv, and its token exchange (set on e).
-func (r *Runtime) specOf(u *config.Upstream, e *upstreamEntry) (upstream.Spec, error) {
+// environment from Deps.Getenv, and its token exchanger (nil without
+// token exchange).
+func (r *Runtime) specOf(u *config.Upstream) (upstream.Spec, *tokenexchange.Exchanger, error) {
 	headers, err := u.ResolveHeaders(r.deps.Getenv)
 	if err != nil {
-		return upstream.Spec{}, err
+		return upstream.Spec{}, nil, err
 	}
 	env, err := u.ResolveEnv(r.deps.Getenv)
 	if err != nil {
-		return upstream.Spec{}, err
+		return upstream.Spec{}, nil, err
 	}
+	var ex *tokenexchange.Exchanger
 	var bearer func(context.Context) (string, error)
 	if te := u.Credentials.TokenExchange; te != nil {
-		if e.exchange, bearer, err = exchangerFor(u, te, r.deps.Getenv); err != nil {
-			return upstream.Spec{}, err
+		if ex, bearer, err = exchangerFor(u, te, r.deps.Getenv); err != nil {
+			return upstream.Spec{}, nil, err
 		}
 	}
 	spec := upstream.Spec{
@@ -125,9 +143,9 @@ func (r *Runtime) specOf(u *config.Upstream, e *upstreamEntry) (upstream.Spec, e
 		CallTimeout:    time.Duration(u.CallTimeout),
 	}
 	if err := spec.Validate(); err != nil {
-		return upstream.Spec{}, fmt.Errorf("runtime: %w", err)
+		return upstream.Spec{}, nil, fmt.Errorf("runtime: %w", err)
 	}
-	return spec, nil
+	return spec, ex, nil
 }
 
 // gatewaySubjectKey is the cache key of the gateway's own subject token;
