@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/toolid"
@@ -38,12 +37,7 @@ func (r *Runtime) observe(ctx context.Context, req mcp.Request, method string, f
 	}
 	r.met.call(method, e.Code, time.Since(start))
 	r.logError(method, e)
-	wire := int64(jsonrpc.CodeInternalError)
-	switch e.Code {
-	case CodeResourceNotFound, CodePromptNotFound, CodeArgsInvalid, CodeHydrateFailed:
-		wire = jsonrpc.CodeInvalidParams
-	}
-	return &jsonrpc.Error{Code: wire, Message: e.Code + ": " + e.Message}
+	return e.jsonrpcError()
 }
 
 // handleDirectPrompt renders a directly listed prompt upstream and returns

@@ -502,7 +502,7 @@ func noEffect(err error) bool {
 		return false
 	}
 	switch ue.Code {
-	case upstream.CodeUpstreamError, upstream.CodeAuthFailed, upstream.CodePermissionDenied, upstream.CodeRateLimited:
+	case CodeUpstreamError, CodeAuthFailed, CodePermissionDenied, CodeRateLimited:
 		return true
 	}
 	return false

@@ -486,7 +486,7 @@ func startCounted(t *testing.T, opts Options, failFirst int64) (*Runtime, *mcp.C
 		t.Fatal(err)
 	}
 	cc := &countingConn{conn: rt.conns[0], failFirst: failFirst,
-		failWith: &upstream.Error{Code: upstream.CodeUnavailable, Retryable: true, Err: upstream.ErrSessionEnded}}
+		failWith: &upstream.Error{Code: CodeUpstreamUnavailable, Retryable: true, Err: upstream.ErrSessionEnded}}
 	rt.conns[0] = cc
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {

@@ -23,23 +23,6 @@ import (
 	"golang.org/x/text/message"
 )
 
-// Wire codes of the execute-path guards (spec 000, and quiver's additions;
-// see package guard for their meaning).
-const (
-	CodeToolUnclassifiedDenied       = guard.CodeUnclassifiedDenied
-	CodeToolClassMismatch            = guard.CodeClassMismatch
-	CodeToolClassDeclarationMismatch = guard.CodeDeclarationMismatch
-	CodeDocSizeExceeded              = guard.CodeDocSizeExceeded
-	CodeDocHashMismatch              = guard.CodeDocHashMismatch
-	CodeDocContentPointerInvalid     = guard.CodeDocPointerInvalid
-	CodeDocEncodingInvalid           = guard.CodeDocEncodingInvalid
-	CodeIdempotencyKeyRequired       = guard.CodeIdempotencyKeyRequired
-	CodeIdempotencyKeyReused         = guard.CodeIdempotencyKeyReused
-	CodeIdempotencyKeyInProgress     = guard.CodeIdempotencyInProgress
-	CodeIdempotencyOutcomeUnknown    = guard.CodeIdempotencyOutcomeUnknown
-	CodeRegistryVersionMismatch      = guard.CodeRegistryVersionMismatch
-)
-
 // toolCallSchemaURL is the $id of schemas/tool_call.schema.json.
 const toolCallSchemaURL = "https://quiver-mcp.dev/schemas/tool_call.schema.json"
 

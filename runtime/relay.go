@@ -18,29 +18,10 @@ import (
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
-// Codes of server-to-client requests the gateway refuses to forward. The
-// upstream receives them as the message of a JSON-RPC error, prefixed
-// with the code.
-const (
-	// CodeRelayDenied: the policy (or incident mode) denies the request
-	// for this upstream, tool and principal.
-	CodeRelayDenied = "RELAY_DENIED"
-	// CodeClientCapabilityMissing: the downstream client did not announce
-	// the capability (sampling or elicitation) the request needs.
-	CodeClientCapabilityMissing = "CLIENT_CAPABILITY_MISSING"
-	// CodeRelayNoCaller: no call of any client is in flight on the
-	// upstream session, so there is nobody to ask.
-	CodeRelayNoCaller = "RELAY_NO_CALLER"
-	// CodeRelayAmbiguous: calls of several clients are in flight on a
-	// shared upstream session, so the request cannot be attributed to
-	// one of them (sessions: per_client removes the ambiguity).
-	CodeRelayAmbiguous = "RELAY_AMBIGUOUS"
-	// CodeClientError: the request was forwarded and the client answered
-	// with an error (or did not answer); receipts only.
-	CodeClientError = "CLIENT_ERROR"
-)
-
-// relayError is what a refused server-to-client request answers.
+// relayError is what a refused server-to-client request answers: the
+// upstream receives its code (RELAY_DENIED, CLIENT_CAPABILITY_MISSING,
+// RELAY_NO_CALLER, RELAY_AMBIGUOUS) as the prefix of a JSON-RPC error's
+// message.
 type relayError struct {
 	code, msg string
 }
@@ -393,8 +374,7 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 			return nil
 		}
 		rc.Outcome.Status, rc.Outcome.ErrorCode = receipts.StatusError, code
-		if code != CodeClientError {
-			// The gateway refused it.
+		if refusalCode(code) {
 			rc.Decision.Result = "deny"
 			rc.Decision.ReasonCodes = append([]string{code}, rc.Decision.ReasonCodes...)
 			r.log.Info("server-to-client request refused", "upstream", uc.Name(), "method", method, "code", code)

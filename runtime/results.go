@@ -15,10 +15,6 @@ import (
 	"github.com/quiver-mcp/quiver/firewall"
 )
 
-// CodeResultTooLarge: a result could not be stored because it exceeds the
-// artifact store's quota. Nothing of it is returned or kept.
-const CodeResultTooLarge = "RESULT_TOO_LARGE"
-
 // openStore opens the artifact store: Badger under StateDir/artifacts, or
 // in memory when no state directory is configured.
 func (r *Runtime) openStore() (artifacts.Store, error) {

@@ -122,18 +122,11 @@ func (r *Runtime) startReceipt(c *caller, method string, args json.RawMessage, n
 	}
 }
 
-// upstreamErrorCodes are the codes of calls the gateway allowed that then
-// failed upstream (or inside quiver): their receipts keep decision allow.
-var upstreamErrorCodes = map[string]bool{
-	CodeUpstreamError: true, CodeUpstreamTimeout: true, CodeUpstreamUnavailable: true,
-	CodeAuthFailed: true, CodePermissionDenied: true, CodeInternal: true, CodeResultTooLarge: true,
-}
-
 // finishReceipt completes and emits the receipt of one meta-tool call.
 func (r *Runtime) finishReceipt(c *caller, res *mcp.CallToolResult, e *Error, took time.Duration) {
 	rc := &c.rc
 	switch {
-	case e != nil && (!c.decided || (rc.Decision.Result == "allow" && !upstreamErrorCodes[e.Code])):
+	case e != nil && (!c.decided || (rc.Decision.Result == "allow" && e.refusal())):
 		// A refusal by the gateway: before or after the policy allowed it.
 		codes := append([]string{e.Code}, c.guardCodes...)
 		if c.decided {
@@ -150,11 +143,11 @@ func (r *Runtime) finishReceipt(c *caller, res *mcp.CallToolResult, e *Error, to
 	switch {
 	case e != nil:
 		rc.Outcome.Status, rc.Outcome.ErrorCode = receipts.StatusError, e.Code
-		if e.Code == CodeUpstreamTimeout {
+		if e.timedOut() {
 			rc.Outcome.Status = receipts.StatusTimeout
 		}
 	case res != nil && res.IsError:
-		rc.Outcome.Status, rc.Outcome.ErrorCode = receipts.StatusError, "TOOL_ERROR"
+		rc.Outcome.Status, rc.Outcome.ErrorCode = receipts.StatusError, CodeToolError
 	default:
 		rc.Outcome.Status = receipts.StatusSuccess
 	}
@@ -376,7 +369,7 @@ func blockClientToken(ctx context.Context) *Error {
 	if c := callerOf(ctx); c != nil {
 		c.rc.TokenHandling = receipts.TokenHandling{Mode: receipts.TokenBlocked}
 	}
-	return newError(CodeClientCredential, "the arguments carry a credential; quiver never forwards client credentials upstream").
+	return newError(CodeClientCredentialRejected, "the arguments carry a credential; quiver never forwards client credentials upstream").
 		withDetail("reason_codes", []string{ReasonClientToken})
 }
 
@@ -545,8 +538,8 @@ func (r *Runtime) closeSafety() error {
 // denyReceipt records an HTTP request refused before MCP routing.
 func (r *Runtime) denyReceipt(req *http.Request, reason string) {
 	rc := receipts.New("http", time.Now())
-	rc.Decision = receipts.Decision{Result: "deny", PolicyID: "authn", ReasonCodes: []string{"UNAUTHENTICATED", reason}}
-	rc.Outcome = receipts.Outcome{Status: receipts.StatusError, ErrorCode: "UNAUTHENTICATED", Message: req.Method + " " + req.URL.Path}
+	rc.Decision = receipts.Decision{Result: "deny", PolicyID: "authn", ReasonCodes: []string{CodeUnauthenticated, reason}}
+	rc.Outcome = receipts.Outcome{Status: receipts.StatusError, ErrorCode: CodeUnauthenticated, Message: req.Method + " " + req.URL.Path}
 	if req.ContentLength > 0 {
 		rc.Request.SizeBytesIn = req.ContentLength
 	}

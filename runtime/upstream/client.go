@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/runtime/codes"
 )
 
 // Supervisor backoff parameters.
@@ -428,7 +429,7 @@ func (c *Client) Run(ctx context.Context) error {
 			c.teardown(s, ErrClosed)
 			break
 		}
-		down := newError(CodeUnavailable, fmt.Errorf("%w: %w", ErrSessionEnded, reason))
+		down := newError(codes.UpstreamUnavailable, fmt.Errorf("%w: %w", ErrSessionEnded, reason))
 		c.logger.Warn("upstream session ended", "err", reason)
 		c.setState(StatusDown, down, nil)
 		c.teardown(s, reason)
@@ -477,7 +478,7 @@ func (c *Client) watch(ctx context.Context, s *session) error {
 			if err != nil {
 				e := classify(ctx, pctx, probe, s.isEnded(), err)
 				c.logger.Debug("upstream ping failed", "err", e)
-				if e.Code == CodeUnavailable {
+				if e.Code == codes.UpstreamUnavailable {
 					return fmt.Errorf("health ping: %w", e)
 				}
 			}
