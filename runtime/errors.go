@@ -60,6 +60,9 @@ type Error struct {
 	// quiet keeps the message and cause out of the server log: they may
 	// quote the caller's arguments.
 	quiet bool
+	// protocol marks the go-sdk's refusal of a request, recorded in its
+	// receipt; the client sees the SDK's own JSON-RPC error.
+	protocol bool
 }
 
 // Error implements error: the code and the message.
