@@ -258,3 +258,35 @@ func TestOneReceiptPerRequestHTTP(t *testing.T) {
 		}
 	}
 }
+
+// The catchers read the head of a refused request's body (outside input)
+// and of its answer: whatever they hold, the receipt names a bounded,
+// well-formed method and a one-line message, and nothing panics.
+func FuzzRefusalReceipt(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"foo/bar"}`,
+		`{"method": "tools/call", "params": {}}`,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"nope"}}`,
+		"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32602}}\n\n",
+		`{"method":"` + strings.Repeat("a", 200) + `"}`,
+		"{\"method\":\"x\u2028y\"}",
+	} {
+		f.Add([]byte(s), 400)
+	}
+	f.Fuzz(func(t *testing.T, head []byte, status int) {
+		if len(head) > 1024 {
+			head = head[:1024]
+		}
+		m := receiptMethod(methodIn(head, http.MethodPost))
+		if m != "http" && m != "invalid" && !methodShape.MatchString(m) {
+			t.Fatalf("method %q", m)
+		}
+		w := &capturingWriter{ResponseWriter: httptest.NewRecorder(), status: status}
+		w.n = copy(w.head[:], head)
+		if e := w.refusal(); e != nil {
+			if e.Code == "" || strings.ContainsAny(e.Message, "\n\r") || len(e.Message) > maxMessage {
+				t.Fatalf("refusal %+v", e)
+			}
+		}
+	})
+}
