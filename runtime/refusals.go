@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/runtime/identity"
@@ -37,8 +36,11 @@ type requestTags struct {
 }
 
 // tracked counts how many of a tagged request's calls the middleware
-// claimed.
-type tracked struct{ claimed atomic.Int32 }
+// claimed, and holds the principal the identity middleware verified.
+type tracked struct {
+	claimed atomic.Int32
+	p       atomic.Pointer[identity.Principal]
+}
 
 // open tags h and returns the tracker and a function that forgets it.
 func (t *requestTags) open(h http.Header) (*tracked, func()) {
@@ -67,6 +69,14 @@ func (t *requestTags) claimHeader(h http.Header) {
 	}
 	if v, ok := t.live.Load(tag); ok {
 		v.(*tracked).claimed.Add(1)
+	}
+}
+
+// authenticated records the verified principal of the request whose
+// header map h is (the identity middleware's OnAllow).
+func (t *requestTags) authenticated(h http.Header, p identity.Principal) {
+	if v, ok := t.live.Load(h.Get(tagHeader)); ok {
+		v.(*tracked).p.Store(&p)
 	}
 }
 
@@ -223,7 +233,10 @@ func (rec *recorder) catchRefusals(next http.Handler) http.Handler {
 			_, _ = io.CopyN(io.Discard, req.Body, int64(len(head.b)))
 		}
 		// Over HTTP a caller is a verified token's principal or anonymous.
-		c := newCaller(identity.Principal{}, &mcp.RequestExtra{TokenInfo: auth.TokenInfoFromContext(req.Context())}, nil)
+		c := &caller{}
+		if p := t.p.Load(); p != nil {
+			c.p, c.jwt = *p, true
+		}
 		size := req.ContentLength
 		if size < 0 {
 			size = int64(head.n)

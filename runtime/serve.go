@@ -45,7 +45,8 @@ func (r *Runtime) Handler(path string) http.Handler {
 	if r.verifier != nil {
 		// Every request is authenticated before MCP routing (spec 001
 		// MUST 2); the middleware also removes the Authorization header.
-		mcpHandler = r.verifier.Middleware(identity.MiddlewareOptions{OnDeny: r.denyReceipt})(mcpHandler)
+		mcpHandler = r.verifier.Middleware(identity.MiddlewareOptions{OnDeny: r.denyReceipt,
+			OnAllow: func(req *http.Request, p identity.Principal) { r.rec.tags.authenticated(req.Header, p) }})(mcpHandler)
 	} else {
 		mcpHandler = stripAuthorization(mcpHandler)
 	}
