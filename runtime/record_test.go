@@ -49,6 +49,26 @@ func receiptsOf(t *testing.T, rt *Runtime, buf *syncBuffer) []receipts.Receipt {
 	return out
 }
 
+// startRecorded starts a proxy-mode runtime whose receipts are copied to
+// the returned buffer; it is closed when the test ends.
+func startRecorded(t *testing.T) (*Runtime, *syncBuffer, context.Context) {
+	t.Helper()
+	buf := &syncBuffer{}
+	rt, err := New(Options{Mode: ModeProxy, Upstreams: staticFleet(t), Cards: testCards(t), Environment: "dev", ReceiptsCopy: buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		cancel()
+		rt.Close()
+	})
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return rt, buf, ctx
+}
+
 // wantReceipt is what one request's receipt must say.
 type wantReceipt struct {
 	method, result, code string
@@ -76,17 +96,7 @@ func checkReceipts(t *testing.T, got []receipts.Receipt, want []wantReceipt) {
 // parameters that do not decode) as well as initialize, ping, listings
 // and tool calls, known or not. Notifications get none.
 func TestOneReceiptPerRequestStdio(t *testing.T) {
-	buf := &syncBuffer{}
-	rt, err := New(Options{Mode: ModeProxy, Upstreams: staticFleet(t), Cards: testCards(t), Environment: "dev", ReceiptsCopy: buf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	defer rt.Close()
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rt, buf, ctx := startRecorded(t)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	served := make(chan error, 1)
@@ -169,17 +179,7 @@ func TestOneReceiptPerRequestStdio(t *testing.T) {
 // host, a GET without a session, an unknown method) get one receipt each,
 // and a request the middleware saw is never receipted twice.
 func TestOneReceiptPerRequestHTTP(t *testing.T) {
-	buf := &syncBuffer{}
-	rt, err := New(Options{Mode: ModeProxy, Upstreams: staticFleet(t), Cards: testCards(t), Environment: "dev", ReceiptsCopy: buf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	defer rt.Close()
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rt, buf, ctx := startRecorded(t)
 	srv := httptest.NewServer(rt.Handler("/mcp"))
 	defer srv.Close()
 	session := ""
