@@ -285,7 +285,7 @@ func (r *Runtime) checkArgGuards(ctx context.Context, st *state, server string, 
 		if g != nil {
 			e = g.err
 			if c := callerOf(ctx); c != nil && !v.dry {
-				c.guardCodes = append(c.guardCodes, g.codes...)
+				c.reasons = append(c.reasons, g.codes...)
 			}
 		}
 		return v.record(name, false, e)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/router"
@@ -64,6 +63,17 @@ const (
 	CodeRelayAmbiguous          = codes.RelayAmbiguous
 	CodeClientError             = codes.ClientError
 	CodeToolError               = codes.ToolError
+
+	CodeMethodNotFound             = codes.MethodNotFound
+	CodeInvalidParams              = codes.InvalidParams
+	CodeInvalidRequest             = codes.InvalidRequest
+	CodeParseError                 = codes.ParseError
+	CodeProtocolVersionUnsupported = codes.ProtocolVersionUnsupported
+	CodeHeaderMismatch             = codes.HeaderMismatch
+	CodeProtocolError              = codes.ProtocolError
+	CodeCancelled                  = codes.Cancelled
+	CodeSessionNotFound            = codes.SessionNotFound
+	CodeForbidden                  = codes.Forbidden
 )
 
 // maxMessage caps the model-visible message of an error.
@@ -87,6 +97,9 @@ type Error struct {
 	// quiet keeps the message and cause out of the server log: they may
 	// quote the caller's arguments.
 	quiet bool
+	// protocol marks the go-sdk's refusal of a request, recorded in its
+	// receipt; the client sees the SDK's own JSON-RPC error.
+	protocol bool
 }
 
 // Error implements error: the code and the message.
@@ -115,16 +128,6 @@ func (e *Error) refusal() bool { return codes.Receipted(e.Code, e.origin()) == c
 
 // timedOut reports whether e's receipt says timeout rather than error.
 func (e *Error) timedOut() bool { return codes.Receipted(e.Code, e.origin()) == codes.AllowTimeout }
-
-// refusalCode reports whether a request quiver ended with code was refused
-// by the gateway (receipt deny).
-func refusalCode(code string) bool { return codes.Receipted(code, codes.Quiver) == codes.Deny }
-
-// jsonrpcError is e as the JSON-RPC error of a request that is not a tool
-// call: the message starts with the code.
-func (e *Error) jsonrpcError() *jsonrpc.Error {
-	return &jsonrpc.Error{Code: codes.JSONRPC(e.Code), Message: e.Code + ": " + e.Message}
-}
 
 func (e *Error) withPath(p string) *Error   { e.Path = sanitize(p); return e }
 func (e *Error) withCause(err error) *Error { e.cause = err; return e }

@@ -72,7 +72,7 @@ func (r *Runtime) upstreamOf(st *state, server string) upstreamInfo {
 }
 
 func (r *Runtime) handleExecute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ctx, req, ToolExecute, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
+	return toolCall(ctx, ToolExecute, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a executeArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
@@ -582,7 +582,7 @@ type viewArgs struct {
 }
 
 func (r *Runtime) handleView(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ctx, req, ToolView, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
+	return toolCall(ctx, ToolView, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a viewArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e

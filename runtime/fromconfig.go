@@ -3,9 +3,10 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 	"log/slog"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/runtime/admin"

@@ -57,7 +57,7 @@ func TestRateLimitedReceipts(t *testing.T) {
 	}
 	wantError(t, cs, ToolExecute, map[string]any{"tool_id": echo, "args": map[string]any{"text": "x"}}, CodeRateLimited)
 
-	if err := rt.receipts.Flush(); err != nil {
+	if err := rt.rec.out.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	var got []receipts.Receipt

@@ -363,25 +363,18 @@ func clientCaps(ss *mcp.ServerSession) *mcp.ClientCapabilities {
 // downstream request ends or the upstream cancels its request.
 func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, action string, send func(context.Context, *flight) error) error {
 	start := time.Now()
-	rc := receipts.New(method, start)
-	rc.MCP.ServerID = uc.Name()
-	rc.Decision = receipts.Decision{Result: "allow", PolicyID: r.policyID(), ReasonCodes: []string{r.allowReason()}}
+	rc := &caller{}
+	rc.begin(method, nil, start)
+	rc.rc.MCP.ServerID = uc.Name()
+	// Allowed unless the relay refuses it (a failure at the client keeps
+	// the allow).
+	rc.rc.Decision, rc.decided = r.auth.allowDecision(), true
 	done := func(code string, err error) error {
-		rc.Outcome.DurationMS = float64(time.Since(start).Microseconds()) / 1000
-		if err == nil {
-			rc.Outcome.Status = receipts.StatusSuccess
-			r.emit(rc)
-			return nil
+		var e *Error
+		if err != nil {
+			e = &Error{Code: code, Message: sanitize(err.Error())}
 		}
-		rc.Outcome.Status, rc.Outcome.ErrorCode = receipts.StatusError, code
-		if refusalCode(code) {
-			rc.Decision.Result = "deny"
-			rc.Decision.ReasonCodes = append([]string{code}, rc.Decision.ReasonCodes...)
-			r.log.Info("server-to-client request refused", "upstream", uc.Name(), "method", method, "code", code)
-		} else {
-			r.log.Debug("server-to-client request failed at the client", "upstream", uc.Name(), "method", method, "err", err)
-		}
-		r.emit(rc)
+		r.rec.write(rc, nil, e, time.Since(start))
 		return err
 	}
 	f, rerr := r.relay.target(hctx, uc)
@@ -389,24 +382,25 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 		return done(rerr.code, rerr)
 	}
 	st := r.state.Load()
-	rc.MCP.ToolID = f.toolID
-	rc.MCP.TrustLevel = r.upstreamOf(st, f.server).trust
+	rc.rc.MCP.ToolID = f.toolID
+	rc.rc.MCP.TrustLevel = r.upstreamOf(st, f.server).trust
 	if it, ok := st.snap.Lookup(f.toolID); ok {
-		rc.MCP.ToolName = it.UpstreamName
+		rc.rc.MCP.ToolName = it.UpstreamName
 	}
 	if f.c != nil {
 		if !f.c.p.IsZero() {
-			rc.Principal = receipts.PrincipalOf(f.c.p)
+			rc.rc.Principal = receipts.PrincipalOf(f.c.p)
 		}
 		if f.c.ss != nil {
-			rc.MCP.SessionID = f.c.ss.ID()
+			rc.rc.MCP.SessionID = f.c.ss.ID()
 		}
 	}
 	if f.session() == nil {
 		return done(CodeClientCapabilityMissing, &relayError{CodeClientCapabilityMissing, "the call has no client session to ask"})
 	}
 	if d := r.decideRelay(f, action); d != nil {
-		rc.Decision = receipts.Decision{Result: "deny", PolicyID: d.PolicyID, ReasonCodes: d.ReasonCodes}
+		// The refusal lists RELAY_DENIED, then the policy's reasons.
+		rc.decided, rc.rc.Decision, rc.reasons = false, receipts.Decision{PolicyID: d.PolicyID}, d.ReasonCodes
 		return done(CodeRelayDenied, &relayError{CodeRelayDenied, fmt.Sprintf("the policy does not let upstream %q send %s to this client", f.server, method)})
 	}
 	if !f.enter() {
@@ -432,7 +426,7 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 // the denying decision, or nil. Without a policy everything is allowed; a
 // configured policy must allow the action explicitly.
 func (r *Runtime) decideRelay(f *flight, action string) *policy.Decision {
-	if !r.filtering() {
+	if !r.auth.filtering() {
 		return nil
 	}
 	st := r.state.Load()

@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,6 +22,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/artifacts"
@@ -35,7 +36,6 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
-	"github.com/quiver-mcp/quiver/runtime/receipts"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -271,16 +271,13 @@ type Runtime struct {
 	subs     subscriptions
 	life     context.Context
 
-	// The safety profile: the verifier (nil without issuers), the local
-	// principal, the policy engine (nil: allow all), the incident state,
-	// approvals and receipts (opened in Start), and the admin API.
-	verifier  *identity.Verifier
-	local     identity.Principal
-	policy    *policy.Engine
-	incident  *policy.Incident
-	approvals *policy.Approvals
-	receipts  *receipts.Writer
-	admin     http.Handler
+	// The safety profile: the verifier (nil without issuers), the
+	// authorizer (incident state, policy, approvals), the recorder
+	// (receipts, metrics and logs of every request), and the admin API.
+	verifier *identity.Verifier
+	auth     authorizer
+	rec      recorder
+	admin    http.Handler
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -345,6 +342,7 @@ func New(opts Options) (*Runtime, error) {
 		rebuilt:   make(chan struct{}),
 		relay:     newRelay(),
 	}
+	r.rec = recorder{log: log, met: r.met, auth: &r.auth}
 	r.sessions.init()
 	if err := r.initExecute(); err != nil {
 		return nil, err

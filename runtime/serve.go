@@ -18,7 +18,13 @@ import (
 // ServeStdio serves one MCP session over stdin/stdout until the client
 // disconnects or ctx is cancelled.
 func (r *Runtime) ServeStdio(ctx context.Context) error {
-	err := r.server.Run(ctx, &mcp.StdioTransport{})
+	return r.serveTransport(ctx, &mcp.StdioTransport{})
+}
+
+// serveTransport serves one MCP session over t; every call t carries gets
+// a receipt, those the go-sdk refuses before dispatch too.
+func (r *Runtime) serveTransport(ctx context.Context, t mcp.Transport) error {
+	err := r.server.Run(ctx, recordingTransport{Transport: t, rec: &r.rec})
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -39,11 +45,12 @@ func (r *Runtime) Handler(path string) http.Handler {
 	if r.verifier != nil {
 		// Every request is authenticated before MCP routing (spec 001
 		// MUST 2); the middleware also removes the Authorization header.
-		mcpHandler = r.verifier.Middleware(identity.MiddlewareOptions{OnDeny: r.denyReceipt})(mcpHandler)
+		mcpHandler = r.verifier.Middleware(identity.MiddlewareOptions{OnDeny: r.denyReceipt,
+			OnAllow: func(req *http.Request, p identity.Principal) { r.rec.tags.authenticated(req.Header, p) }})(mcpHandler)
 	} else {
 		mcpHandler = stripAuthorization(mcpHandler)
 	}
-	mux.Handle(path, hostGuard(r.opts.AllowedHosts, r.opts.AllowedOrigins, mcpHandler))
+	mux.Handle(path, r.rec.catchRefusals(hostGuard(r.opts.AllowedHosts, r.opts.AllowedOrigins, mcpHandler)))
 	if r.admin != nil {
 		// The admin API authenticates on its own (admin token or claim).
 		mux.Handle(admin.Prefix, hostGuard(r.opts.AllowedHosts, r.opts.AllowedOrigins, r.admin))

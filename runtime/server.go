@@ -40,7 +40,7 @@ func (r *Runtime) newServer() *mcp.Server {
 		so.UnsubscribeHandler = r.handleUnsubscribe
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "quiver", Title: "quiver MCP gateway", Version: r.opts.Version}, so)
-	s.AddReceivingMiddleware(r.listFilter, r.passthrough)
+	s.AddReceivingMiddleware(r.rec.receive, r.listFilter, r.passthrough)
 	s.AddSendingMiddleware(elicitSchema)
 	for _, t := range r.metaTools() {
 		switch t.Name {
@@ -103,7 +103,7 @@ func (r *Runtime) afterSwap(old, next *state) {
 // handleStripped answers a direct call of a proxy-mode entry: discovery
 // entries are not callable (spec 003 §4.1).
 func (r *Runtime) handleStripped(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ctx, req, "stripped", func(ctx context.Context) (*mcp.CallToolResult, *Error) {
+	return toolCall(ctx, "stripped", func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		return nil, newError(CodeArgsInvalid, "listed entries are for discovery; call tool_execute with tool_id %q", req.Params.Name).withPath(req.Params.Name)
 	})
 }

@@ -83,6 +83,22 @@ const (
 	ToolError               = "TOOL_ERROR"
 )
 
+// Codes of requests the go-sdk refused or failed before quiver's handlers
+// ran (receipts only: the client gets the go-sdk's own JSON-RPC error or
+// HTTP status).
+const (
+	MethodNotFound             = "METHOD_NOT_FOUND"
+	InvalidParams              = "INVALID_PARAMS"
+	InvalidRequest             = "INVALID_REQUEST"
+	ParseError                 = "PARSE_ERROR"
+	ProtocolVersionUnsupported = "PROTOCOL_VERSION_UNSUPPORTED"
+	HeaderMismatch             = "HEADER_MISMATCH"
+	ProtocolError              = "PROTOCOL_ERROR"
+	Cancelled                  = "CANCELLED"
+	SessionNotFound            = "SESSION_NOT_FOUND"
+	Forbidden                  = "FORBIDDEN"
+)
+
 // Origin says who raises a code. A code may have several origins; an
 // error value knows its one (runtime.Error, for instance, records whether
 // it classifies an upstream's failure).
@@ -131,9 +147,11 @@ type Info struct {
 	// JSONRPC is the JSON-RPC error code quiver answers with when the code
 	// ends a request that is not a tool call (direct mode's prompts/get,
 	// resources/read, completion/complete, resources/subscribe); the
-	// message starts with the code. Refused server-to-client requests are
-	// answered with plain errors, which the go-sdk sends with code 0; codes
-	// that never end a JSON-RPC request (receipts only) have 0 too.
+	// message starts with the code. For a request the go-sdk refused, it is
+	// the go-sdk's code that the receipt's code names. Refused
+	// server-to-client requests are answered with plain errors, which the
+	// go-sdk sends with code 0; codes that never end a JSON-RPC request
+	// (receipts only) have 0 too.
 	JSONRPC int64
 	// Description is one line for the docs.
 	Description string
@@ -142,6 +160,11 @@ type Info struct {
 const (
 	invalidParams = jsonrpc.CodeInvalidParams
 	internalError = jsonrpc.CodeInternalError
+	// The MCP-specific JSON-RPC codes of the go-sdk (mcp.CodeHeaderMismatch,
+	// mcp.CodeUnsupportedProtocolVersion), kept here so that the leaf
+	// package does not import the whole mcp package; a test compares them.
+	headerMismatch             = -32020
+	unsupportedProtocolVersion = -32022
 )
 
 // table is built once and never written; All hands out a copy.
@@ -230,6 +253,27 @@ var table = []Info{
 		Description: "receipts only: a relayed request reached the client, which answered with an error or not at all"},
 	{Code: ToolError, Origin: Upstream, Receipt: AllowError,
 		Description: "receipts only: the upstream tool answered with a result whose isError is true"},
+
+	{Code: MethodNotFound, Origin: Quiver, Receipt: Deny, JSONRPC: jsonrpc.CodeMethodNotFound,
+		Description: "receipts only: the go-sdk refused a method it does not know"},
+	{Code: InvalidParams, Origin: Quiver, Receipt: Deny, JSONRPC: jsonrpc.CodeInvalidParams,
+		Description: "receipts only: the go-sdk refused a request's parameters before a handler saw them"},
+	{Code: InvalidRequest, Origin: Quiver, Receipt: Deny, JSONRPC: jsonrpc.CodeInvalidRequest,
+		Description: "receipts only: the go-sdk refused a malformed request"},
+	{Code: ParseError, Origin: Quiver, Receipt: Deny, JSONRPC: jsonrpc.CodeParseError,
+		Description: "receipts only: the message was not valid JSON-RPC"},
+	{Code: ProtocolVersionUnsupported, Origin: Quiver, Receipt: Deny, JSONRPC: unsupportedProtocolVersion,
+		Description: "receipts only: the client asked for an MCP protocol version quiver does not speak"},
+	{Code: HeaderMismatch, Origin: Quiver, Receipt: Deny, JSONRPC: headerMismatch,
+		Description: "receipts only: an HTTP request's MCP headers disagree with its body"},
+	{Code: ProtocolError, Origin: Quiver, Receipt: Deny,
+		Description: "receipts only: the go-sdk refused or failed a request in another way, or answered it without dispatch"},
+	{Code: Cancelled, Origin: Quiver, Receipt: Deny,
+		Description: "receipts only: the request was cancelled, or its deadline passed, before it was answered"},
+	{Code: SessionNotFound, Origin: Quiver, Receipt: Deny,
+		Description: "receipts only: an HTTP request named no live session (HTTP 404)"},
+	{Code: Forbidden, Origin: Quiver, Receipt: Deny,
+		Description: "receipts only: an HTTP request came from a host or origin that is not allowed (HTTP 403)"},
 }
 
 // index maps a code to its row in table; built once, never written.

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // codeShape is what a wire code looks like.
@@ -106,7 +107,7 @@ func TestTableRows(t *testing.T) {
 		if in.Origin&Quiver == 0 && in.Receipt == Deny {
 			t.Errorf("%s: only raised by %s, yet receipted deny", in.Code, originText(in.Origin))
 		}
-		if in.JSONRPC != 0 && in.JSONRPC != jsonrpc.CodeInvalidParams && in.JSONRPC != jsonrpc.CodeInternalError {
+		if _, ok := rpcNames[in.JSONRPC]; !ok {
 			t.Errorf("%s: JSON-RPC code %d", in.Code, in.JSONRPC)
 		}
 		if in.Description == "" || strings.ContainsAny(in.Description, "\n|") {
@@ -152,6 +153,25 @@ func TestLookups(t *testing.T) {
 	}
 }
 
+// rpcNames are the JSON-RPC codes the table may use.
+var rpcNames = map[int64]string{
+	0:                                  "",
+	jsonrpc.CodeParseError:             "parse error",
+	jsonrpc.CodeInvalidRequest:         "invalid request",
+	jsonrpc.CodeMethodNotFound:         "method not found",
+	jsonrpc.CodeInvalidParams:          "invalid params",
+	jsonrpc.CodeInternalError:          "internal error",
+	mcp.CodeHeaderMismatch:             "header mismatch",
+	mcp.CodeUnsupportedProtocolVersion: "unsupported protocol version",
+}
+
+// The MCP codes the table spells out are the go-sdk's.
+func TestMCPCodes(t *testing.T) {
+	if headerMismatch != mcp.CodeHeaderMismatch || unsupportedProtocolVersion != mcp.CodeUnsupportedProtocolVersion {
+		t.Fatalf("go-sdk: header mismatch %d, unsupported protocol version %d", mcp.CodeHeaderMismatch, mcp.CodeUnsupportedProtocolVersion)
+	}
+}
+
 // docsFile is where the codes are documented, from this directory.
 const docsFile = "../../docs/errors.md"
 
@@ -181,11 +201,8 @@ func docRow(in Info) string {
 		}
 	}
 	rpc := "—"
-	switch in.JSONRPC {
-	case jsonrpc.CodeInvalidParams:
-		rpc = "-32602 invalid params"
-	case jsonrpc.CodeInternalError:
-		rpc = "-32603 internal error"
+	if in.JSONRPC != 0 {
+		rpc = fmt.Sprintf("%d %s", in.JSONRPC, rpcNames[in.JSONRPC])
 	}
 	retry := "no"
 	if in.Retryable {
