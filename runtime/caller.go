@@ -2,11 +2,14 @@ package runtime
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/runtime/identity"
+	"github.com/quiver-mcp/quiver/runtime/protocol"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
 )
 
@@ -23,6 +26,16 @@ type caller struct {
 	// RFC 8693 token exchange; nil for stdio and anonymous callers.
 	subject *identity.SubjectToken
 	ss      *mcp.ServerSession
+	// local is true when p is the local principal (stdio, in-process).
+	local bool
+	// version is the request's protocol revision; sessionless is true at
+	// a revision without sessions (each HTTP request is its own
+	// ephemeral session then, and ss stands for that request only).
+	version     string
+	sessionless bool
+	// anon is the owner key of an anonymous request without a session,
+	// made on first use.
+	anon string
 	// progress is the request's progress token (nil when it has none).
 	progress any
 	// what names the request in metrics and logs: the MCP method, or for
@@ -52,8 +65,9 @@ func callerOf(ctx context.Context) *caller {
 
 // newCaller resolves who made a request: the principal the identity
 // middleware put in the session's token info (HTTP with auth), the local
-// principal (stdio), or no one (HTTP without auth: the session is its own
-// anonymous principal).
+// principal (stdio and in-process sessions, which carry no HTTP header), or
+// no one (HTTP without auth: the session, if any, is its own anonymous
+// principal).
 func newCaller(local identity.Principal, extra *mcp.RequestExtra, ss *mcp.ServerSession) *caller {
 	c := &caller{ss: ss}
 	if extra != nil && extra.TokenInfo != nil {
@@ -63,10 +77,22 @@ func newCaller(local identity.Principal, extra *mcp.RequestExtra, ss *mcp.Server
 			return c
 		}
 	}
-	if ss == nil || ss.ID() == "" {
-		c.p = local
+	overHTTP := extra != nil && extra.Header != nil
+	if !overHTTP && (ss == nil || ss.ID() == "") {
+		c.p, c.local = local, true
 	}
 	return c
+}
+
+// versioned is what the go-sdk's server requests say of their revision.
+type versioned interface{ ProtocolVersion() string }
+
+// setVersion records the request's protocol revision.
+func (c *caller) setVersion(req mcp.Request) {
+	if v, ok := req.(versioned); ok {
+		c.version = v.ProtocolVersion()
+		c.sessionless = c.version >= protocol.Sessionless
+	}
 }
 
 // withCaller attaches c to ctx.
@@ -115,4 +141,16 @@ func (c *caller) name(what string) {
 	}
 	c.what = what
 	c.rc.MCP.Method = "tools/call:" + what
+}
+
+// anonymousOwner is the owner key of an anonymous caller without a
+// session: unguessable and this request's alone, so nothing it stores can
+// be read by another request.
+func (c *caller) anonymousOwner() string {
+	if c.anon == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		c.anon = "anonymous:" + hex.EncodeToString(b[:])
+	}
+	return c.anon
 }

@@ -50,7 +50,9 @@ func (l liveConn) client(ctx context.Context) (*upstream.Client, error) {
 		return l.c, nil
 	}
 	c := callerOf(ctx)
-	if c == nil || c.ss == nil {
+	if c == nil || c.ss == nil || c.sessionless {
+		// A sessionless request has no session to be affine to; its
+		// input requests come back as results and need no attribution.
 		return l.c, nil
 	}
 	return l.rt.affineClient(ctx, l, c)

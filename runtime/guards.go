@@ -173,10 +173,15 @@ func (r *Runtime) readOnly(ctx context.Context, ss *mcp.ServerSession) bool {
 // limitKey keys rate limits: the principal of a verified token (its limits
 // follow it across sessions), else the session.
 func (r *Runtime) limitKey(ctx context.Context, ss *mcp.ServerSession) any {
-	if c := callerOf(ctx); c != nil && c.jwt {
+	c := callerOf(ctx)
+	switch {
+	case c != nil && c.jwt:
 		return "principal:" + c.p.Key()
-	}
-	if ss == nil {
+	case c != nil && c.sessionless && !c.local:
+		// Anonymous requests without a session share one budget: a new
+		// request is not a new budget.
+		return "anonymous"
+	case ss == nil:
 		return nil
 	}
 	return ss

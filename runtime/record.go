@@ -53,6 +53,7 @@ func (rec *recorder) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		rec.tags.claim(extra)
 		ss, _ := req.GetSession().(*mcp.ServerSession)
 		c := newCaller(rec.local, extra, ss)
+		c.setVersion(req)
 		c.progress = progressOf(req)
 		c.begin(method, argsOf(method, req), start)
 		res, err := next(withCaller(ctx, c), method, req)

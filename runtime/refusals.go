@@ -29,10 +29,14 @@ import (
 // client's own value is overwritten.
 const tagHeader = "Quiver-Request-Tag"
 
-// requestTags maps the tags of requests in flight to their trackers.
+// requestTags maps the requests in flight to their trackers: over HTTP by
+// a tag in the header map, at a connection by the request's extra itself
+// (a stdio request carries no header, which is how the caller knows it is
+// local).
 type requestTags struct {
-	seq  atomic.Uint64
-	live sync.Map // tag -> *tracked
+	seq     atomic.Uint64
+	live    sync.Map // tag -> *tracked
+	byExtra sync.Map // *mcp.RequestExtra -> *tracked
 }
 
 // tracked counts how many of a tagged request's calls the middleware
@@ -51,11 +55,24 @@ func (t *requestTags) open(h http.Header) (*tracked, func()) {
 	return tr, func() { t.live.Delete(tag) }
 }
 
+// openExtra tracks the request whose extra is x and returns a function
+// that forgets it.
+func (t *requestTags) openExtra(x *mcp.RequestExtra) (*tracked, func()) {
+	tr := &tracked{}
+	t.byExtra.Store(x, tr)
+	return tr, func() { t.byExtra.Delete(x) }
+}
+
 // claim marks the request extra belongs to as received by the middleware.
 func (t *requestTags) claim(extra *mcp.RequestExtra) {
-	if extra != nil {
-		t.claimHeader(extra.Header)
+	if extra == nil {
+		return
 	}
+	if v, ok := t.byExtra.Load(extra); ok {
+		v.(*tracked).claimed.Add(1)
+		return
+	}
+	t.claimHeader(extra.Header)
 }
 
 // claimHeader marks the request whose header map h is as receipted.
@@ -158,15 +175,12 @@ func (c *recordingConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		extra = &mcp.RequestExtra{}
 		req.Extra = extra
 	}
-	if extra.Header == nil {
-		extra.Header = http.Header{}
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, dup := c.pending[req.ID]; dup || len(c.pending) >= maxPending {
 		return msg, nil
 	}
-	t, forget := c.rec.tags.open(extra.Header)
+	t, forget := c.rec.tags.openExtra(extra)
 	c.pending[req.ID] = &pendingCall{t: t, forget: forget, method: req.Method, size: int64(len(req.Params)), start: time.Now()}
 	return msg, nil
 }

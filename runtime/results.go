@@ -40,13 +40,19 @@ func (r *Runtime) openStore() (artifacts.Store, error) {
 // it. A verified token's principal owns by its key (identity.Principal.Key,
 // stable across tokens and sessions); over stdio the process owner is the
 // trust boundary (the local principal); over HTTP without auth each MCP
-// session is its own anonymous principal.
+// session is its own anonymous principal, and a request without a session
+// (a sessionless revision) owns only what it produced itself.
 func (r *Runtime) ownerOf(ctx context.Context, ss *mcp.ServerSession) string {
-	if c := callerOf(ctx); c != nil && c.jwt {
+	c := callerOf(ctx)
+	switch {
+	case c != nil && c.jwt:
 		return c.p.Key()
-	}
-	if ss != nil && ss.ID() != "" {
+	case c != nil && c.local:
+		return "local:" + r.opts.LocalPrincipal
+	case ss != nil && ss.ID() != "":
 		return "session:" + ss.ID()
+	case c != nil:
+		return c.anonymousOwner()
 	}
 	return "local:" + r.opts.LocalPrincipal
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/router"
+	"github.com/quiver-mcp/quiver/runtime/protocol"
+	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -29,9 +31,12 @@ func (r *Runtime) newServer() *mcp.Server {
 		CompletionHandler: r.handleComplete,
 		// Protocol 2026-07-28 forbids the server-to-client requests quiver
 		// forwards during a call (sampling, elicitation); they become
-		// multi-round-trip results, which quiver does not relay yet. Newer
-		// clients negotiate 2025-11-25 instead of losing them.
+		// multi-round-trip results, which quiver does not relay yet
+		// (runtime/protocol has the listener's router and the sealed
+		// request state for it). Newer clients negotiate 2025-11-25
+		// instead of losing them.
 		SupportedProtocolVersions: legacyProtocols(),
+		SetCacheable:              protocol.Cacheable(protocol.CacheOptions{Stable: r.stableAnswer, Settled: r.settled, Private: r.auth.filtering}),
 	}
 	if r.opts.Mode == ModeDirect {
 		so.Capabilities.Prompts = &mcp.PromptCapabilities{ListChanged: true}
@@ -40,7 +45,8 @@ func (r *Runtime) newServer() *mcp.Server {
 		so.UnsubscribeHandler = r.handleUnsubscribe
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "quiver", Title: "quiver MCP gateway", Version: r.opts.Version}, so)
-	s.AddReceivingMiddleware(r.rec.receive, r.listFilter, r.passthrough)
+	s.AddReceivingMiddleware(r.rec.receive, protocol.DeclaredOnly(func() *mcp.ServerCapabilities { return so.Capabilities }),
+		r.listFilter, r.passthrough)
 	s.AddSendingMiddleware(elicitSchema)
 	for _, t := range r.metaTools() {
 		switch t.Name {
@@ -162,6 +168,30 @@ func (s *sessionStates) get(ss *mcp.ServerSession, gen uint64) *router.StableVie
 	v := &sessionView{gen: gen, view: router.NewStableView(0)}
 	s.views[ss] = v
 	return v.view
+}
+
+// stableAnswer reports whether an answer changes only with quiver's
+// configuration: server/discover, and gateway mode's tools/list (the
+// meta-tools). Everything else follows the fleet.
+func (r *Runtime) stableAnswer(req mcp.Request) bool {
+	switch req.(type) {
+	case *mcp.DiscoverRequest:
+		return true
+	case *mcp.ListToolsRequest:
+		return r.opts.Mode == ModeGateway && len(r.opts.Expose) == 0
+	}
+	return false
+}
+
+// settled reports whether every live upstream is ready: until then a
+// listing may change at any moment.
+func (r *Runtime) settled() bool {
+	for _, c := range r.clients {
+		if c.State().Status != upstream.StatusReady {
+			return false
+		}
+	}
+	return true
 }
 
 // newestForwardable is the newest protocol version whose server-to-client

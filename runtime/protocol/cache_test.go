@@ -9,7 +9,9 @@ import (
 
 func TestCacheable(t *testing.T) {
 	settled, private := true, false
-	set := Cacheable(CacheOptions{Settled: func() bool { return settled }, Private: func() bool { return private }})
+	set := Cacheable(CacheOptions{
+		Stable:  func(req mcp.Request) bool { _, ok := req.(*mcp.ListToolsRequest); return ok },
+		Settled: func() bool { return settled }, Private: func() bool { return private }})
 	check := func(req mcp.Request, ttl int, scope string) {
 		t.Helper()
 		var c mcp.Cacheable
@@ -18,12 +20,12 @@ func TestCacheable(t *testing.T) {
 			t.Errorf("%T: %+v, want %d %s", req, c, ttl, scope)
 		}
 	}
-	list := &mcp.ListToolsRequest{}
-	check(list, 60000, "public")
+	check(&mcp.ListToolsRequest{}, 60000, "public")
+	check(&mcp.ListPromptsRequest{}, 0, "public")
 	private = true
-	check(list, 60000, "private")
+	check(&mcp.ListToolsRequest{}, 60000, "private")
 	settled = false
-	check(list, 0, "private")
+	check(&mcp.ListToolsRequest{}, 0, "private")
 	settled, private = true, false
 	check(&mcp.ReadResourceRequest{}, 0, "private")
 }

@@ -128,3 +128,28 @@ func FuzzMetaVersion(f *testing.F) {
 		_ = MetaVersion(body)
 	})
 }
+
+// At the sessionless revision a feature the server does not declare is
+// not served; an older client keeps the go-sdk's answers.
+func TestDeclaredOnly(t *testing.T) {
+	s := newEchoServer()
+	s.AddReceivingMiddleware(DeclaredOnly(func() *mcp.ServerCapabilities { return &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}} }))
+	srv := httptest.NewServer(NewRouter(s, RouterOptions{}))
+	defer srv.Close()
+	ctx := context.Background()
+	for _, v := range []string{Sessionless, "2025-11-25"} {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctx,
+			&mcp.StreamableClientTransport{Endpoint: srv.URL}, &mcp.ClientSessionOptions{ProtocolVersion: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cs.ListPrompts(ctx, nil)
+		if (err != nil) != (v == Sessionless) {
+			t.Errorf("%s: prompts/list: %v", v, err)
+		}
+		if _, err := cs.ListTools(ctx, nil); err != nil {
+			t.Errorf("%s: tools/list: %v", v, err)
+		}
+		cs.Close()
+	}
+}
