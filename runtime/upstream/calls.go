@@ -196,22 +196,24 @@ func (c *Client) CallToolParams(ctx context.Context, params *mcp.CallToolParams)
 		p.Arguments = map[string]any{}
 	}
 	return do(c, ctx, fmt.Sprintf("tools/call %q", p.Name), func(ctx context.Context, cs *mcp.ClientSession) (*mcp.CallToolResult, error) {
-		return cs.CallTool(ctx, &p)
+		return rounds(ctx, c, cs, toolAsks, func(answers mcp.InputResponseMap, state string) (*mcp.CallToolResult, error) {
+			q := p
+			if answers != nil {
+				q.InputResponses, q.RequestState = answers, state
+			}
+			return cs.CallTool(ctx, &q)
+		})
 	})
 }
 
 // ReadResource reads the resource at uri.
 func (c *Client) ReadResource(ctx context.Context, uri string) (*mcp.ReadResourceResult, error) {
-	return do(c, ctx, "resources/read", func(ctx context.Context, cs *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
-		return cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
-	})
+	return c.ReadResourceParams(ctx, &mcp.ReadResourceParams{URI: uri})
 }
 
 // GetPrompt renders the prompt name with args.
 func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, error) {
-	return do(c, ctx, fmt.Sprintf("prompts/get %q", name), func(ctx context.Context, cs *mcp.ClientSession) (*mcp.GetPromptResult, error) {
-		return cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args})
-	})
+	return c.GetPromptParams(ctx, &mcp.GetPromptParams{Name: name, Arguments: args})
 }
 
 // Ping checks that the upstream answers.
@@ -267,7 +269,13 @@ func (c *Client) GetPromptParams(ctx context.Context, params *mcp.GetPromptParam
 	p := *params
 	p.Meta = maps.Clone(params.Meta)
 	return do(c, ctx, fmt.Sprintf("prompts/get %q", p.Name), func(ctx context.Context, cs *mcp.ClientSession) (*mcp.GetPromptResult, error) {
-		return cs.GetPrompt(ctx, &p)
+		return rounds(ctx, c, cs, promptAsks, func(answers mcp.InputResponseMap, state string) (*mcp.GetPromptResult, error) {
+			q := p
+			if answers != nil {
+				q.InputResponses, q.RequestState = answers, state
+			}
+			return cs.GetPrompt(ctx, &q)
+		})
 	})
 }
 
@@ -277,6 +285,12 @@ func (c *Client) ReadResourceParams(ctx context.Context, params *mcp.ReadResourc
 	p := *params
 	p.Meta = maps.Clone(params.Meta)
 	return do(c, ctx, "resources/read", func(ctx context.Context, cs *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
-		return cs.ReadResource(ctx, &p)
+		return rounds(ctx, c, cs, resourceAsks, func(answers mcp.InputResponseMap, state string) (*mcp.ReadResourceResult, error) {
+			q := p
+			if answers != nil {
+				q.InputResponses, q.RequestState = answers, state
+			}
+			return cs.ReadResource(ctx, &q)
+		})
 	})
 }

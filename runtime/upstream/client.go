@@ -243,6 +243,9 @@ func New(spec Spec, opts Options) *Client {
 		LoggingMessageHandler:       c.onLog,
 		ProgressNotificationHandler: c.onProgress,
 		ResourceUpdatedHandler:      c.onResourceUpdated,
+		// Input requests of an upstream's input_required result are
+		// answered (or relayed) by rounds, not by the go-sdk's own loop.
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	}
 	if opts.OnCreateMessage != nil {
 		//lint:ignore SA1019 see Options.OnCreateMessage.
