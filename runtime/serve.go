@@ -71,7 +71,9 @@ type health struct {
 type upstreamHealth struct {
 	Name   string `json:"name"`
 	Status string `json:"status"`
-	Error  string `json:"error,omitempty"`
+	// Protocol is the MCP revision negotiated with the upstream.
+	Protocol string `json:"protocol,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 func (r *Runtime) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -82,7 +84,7 @@ func (r *Runtime) healthz(w http.ResponseWriter, _ *http.Request) {
 	}
 	for _, c := range r.clients {
 		s := c.State()
-		u := upstreamHealth{Name: s.Name, Status: string(s.Status)}
+		u := upstreamHealth{Name: s.Name, Status: string(s.Status), Protocol: s.Protocol}
 		if s.Err != nil {
 			u.Error = sanitize(s.Err.Error())
 			h.Status = "degraded"

@@ -72,6 +72,9 @@ type State struct {
 	Since    time.Time // when Status was entered
 	Connects int       // successful connects so far (a reconnect makes it > 1)
 	PID      int       // process id of the stdio child while ready, else 0
+	// Protocol is the MCP revision negotiated with the upstream while
+	// ready ("" otherwise).
+	Protocol string
 }
 
 // Options are the hooks of a Client. All are optional. Hooks are called from
@@ -602,10 +605,13 @@ func (c *Client) setState(st Status, err error, s *session) {
 // after unlocking (nil if none).
 func (c *Client) setStateLocked(st Status, err error, s *session) func() {
 	prev := c.state.Status
-	c.state.Status, c.state.Err, c.state.Since, c.state.PID = st, err, time.Now(), 0
+	c.state.Status, c.state.Err, c.state.Since, c.state.PID, c.state.Protocol = st, err, time.Now(), 0, ""
 	c.cur = s
 	if st == StatusReady {
 		c.state.Connects++
+		if s != nil && s.cs != nil && s.cs.InitializeResult() != nil {
+			c.state.Protocol = s.cs.InitializeResult().ProtocolVersion
+		}
 		if s != nil && s.cmd != nil && s.cmd.Process != nil {
 			c.state.PID = s.cmd.Process.Pid
 		}
