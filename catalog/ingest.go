@@ -420,6 +420,7 @@ func (in *ingester) finish() *Snapshot {
 		s.byID[it.ID] = it
 		s.byKind[it.Kind] = append(s.byKind[it.Kind], it)
 	}
+	s.indexWire(wireName)
 	rep := Report{
 		Tools:     len(s.byKind[toolid.KindTool]),
 		Resources: len(s.byKind[toolid.KindResource]),

@@ -139,6 +139,10 @@ type Snapshot struct {
 	byKind    map[toolid.Kind][]*Item
 	report    Report
 	namespace map[string]string // server -> namespace
+	// byWire and wireOf map the tools' SEP-986 names (wire.go) to items
+	// and back.
+	byWire map[string]*Item
+	wireOf map[string]string
 }
 
 // Len returns the number of items of every kind.

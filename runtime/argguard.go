@@ -15,15 +15,9 @@ import (
 // configured per upstream and check the decoded arguments of every call to
 // that upstream's tools before anything is dispatched. They are argument
 // checks, not a sandbox: they see what the caller asks for, not what the
-// upstream process does.
+// upstream process does. They refuse with PATH_OUTSIDE_WORKSPACE and
+// EGRESS_BLOCKED; the receipt's reason codes below say more.
 const (
-	// CodePathOutsideWorkspace: a path argument resolves outside the
-	// upstream's workspace roots.
-	CodePathOutsideWorkspace = "PATH_OUTSIDE_WORKSPACE"
-	// CodeEgressBlocked: a URL argument names a host outside the
-	// upstream's egress allowlist.
-	CodeEgressBlocked = "EGRESS_BLOCKED"
-
 	// ReasonEgressHostNotAllowed is the receipt reason code of an egress
 	// refusal; it is followed by EGRESS_HOST:<host>.
 	ReasonEgressHostNotAllowed = "EGRESS_HOST_NOT_ALLOWED"
@@ -254,7 +248,7 @@ func (r *Runtime) checkArgGuards(ctx context.Context, st *state, server string, 
 		if g != nil {
 			e = g.err
 			if c := callerOf(ctx); c != nil && !v.dry {
-				c.guardCodes = append(c.guardCodes, g.codes...)
+				c.reasons = append(c.reasons, g.codes...)
 			}
 		}
 		return v.record(name, false, e)

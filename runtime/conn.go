@@ -64,7 +64,9 @@ func (l liveConn) client(ctx context.Context) (*upstream.Client, error) {
 		return l.c, nil
 	}
 	c := callerOf(ctx)
-	if c == nil || c.ss == nil {
+	if c == nil || c.ss == nil || c.sessionless {
+		// A sessionless request has no session to be affine to; its
+		// input requests come back as results and need no attribution.
 		return l.c, nil
 	}
 	return l.perClient(ctx, l, c)
@@ -252,7 +254,7 @@ func (s *staticConn) listing(context.Context) (catalog.Source, error) { return s
 func (s *staticConn) callTool(_ context.Context, it *catalog.Item, args map[string]any) (*mcp.CallToolResult, error) {
 	t, ok := s.tools[staticKey(it.Server, it.UpstreamName)]
 	if !ok {
-		return nil, &upstream.Error{Code: upstream.CodeUpstreamError, Err: fmt.Errorf("unknown tool")}
+		return nil, &upstream.Error{Code: CodeUpstreamError, Err: fmt.Errorf("unknown tool")}
 	}
 	if len(t.Result) > 0 {
 		var res mcp.CallToolResult
@@ -263,7 +265,7 @@ func (s *staticConn) callTool(_ context.Context, it *catalog.Item, args map[stri
 	}
 	echo, err := json.Marshal(args)
 	if err != nil {
-		return nil, &upstream.Error{Code: upstream.CodeUpstreamError, Err: err}
+		return nil, &upstream.Error{Code: CodeUpstreamError, Err: err}
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(echo)}}, StructuredContent: json.RawMessage(echo)}, nil
 }
@@ -275,13 +277,13 @@ func (s *staticConn) complete(context.Context, *mcp.CompleteParams) (*mcp.Comple
 }
 
 func (s *staticConn) subscribe(context.Context, string, bool) error {
-	return &upstream.Error{Code: upstream.CodeUpstreamError, Err: fmt.Errorf("a static catalog's resources do not change")}
+	return &upstream.Error{Code: CodeUpstreamError, Err: fmt.Errorf("a static catalog's resources do not change")}
 }
 
 func (s *staticConn) readResource(_ context.Context, it *catalog.Item) (*mcp.ReadResourceResult, error) {
 	r, ok := s.resources[staticKey(it.Server, it.UpstreamName)]
 	if !ok {
-		return nil, &upstream.Error{Code: upstream.CodeUpstreamError, Err: fmt.Errorf("unknown resource")}
+		return nil, &upstream.Error{Code: CodeUpstreamError, Err: fmt.Errorf("unknown resource")}
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.URI, MIMEType: r.MIMEType, Text: r.Text}}}, nil
 }
@@ -289,12 +291,12 @@ func (s *staticConn) readResource(_ context.Context, it *catalog.Item) (*mcp.Rea
 func (s *staticConn) getPrompt(_ context.Context, it *catalog.Item, args map[string]string) (*mcp.GetPromptResult, error) {
 	p, ok := s.prompts[staticKey(it.Server, it.UpstreamName)]
 	if !ok {
-		return nil, &upstream.Error{Code: upstream.CodeUpstreamError, Err: fmt.Errorf("unknown prompt")}
+		return nil, &upstream.Error{Code: CodeUpstreamError, Err: fmt.Errorf("unknown prompt")}
 	}
 	res := &mcp.GetPromptResult{Description: p.Description}
 	if len(p.Messages) > 0 {
 		if err := json.Unmarshal(p.Messages, &res.Messages); err != nil {
-			return nil, &upstream.Error{Code: upstream.CodeUpstreamError, Err: fmt.Errorf("canned messages: %w", err)}
+			return nil, &upstream.Error{Code: CodeUpstreamError, Err: fmt.Errorf("canned messages: %w", err)}
 		}
 		return res, nil
 	}

@@ -339,7 +339,7 @@ func directPrompt(name string, it *catalog.Item) *mcp.Prompt {
 // pipeline: validation, guards, policy, controls, receipts, and the
 // firewall for large results.
 func (r *Runtime) handleDirect(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ctx, req, "direct", func(ctx context.Context) (*mcp.CallToolResult, *Error) {
+	return toolCall(ctx, "direct", func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		st := r.state.Load()
 		id, ok := st.exp.tools[req.Params.Name]
 		if !ok {

@@ -5,52 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/toolid"
 	"github.com/yosida95/uritemplate/v3"
 )
 
-// observe runs fn as the handler of one MCP request that is not a tool
-// call (prompts/get, resources/read, completion/complete, subscriptions):
-// the caller in the context, a receipt, the metric, and a gateway error
-// turned into a JSON-RPC error whose message starts with its code.
-func (r *Runtime) observe(ctx context.Context, req mcp.Request, method string, fn func(context.Context) *Error) error {
-	start := time.Now()
-	ss, _ := req.GetSession().(*mcp.ServerSession)
-	c := r.newCaller(req.GetExtra(), ss)
-	if p, ok := req.GetParams().(interface{ GetProgressToken() any }); ok {
-		c.progress = p.GetProgressToken()
-	}
-	var args json.RawMessage
-	if b, err := json.Marshal(req.GetParams()); err == nil {
-		args = b
-	}
-	r.startReceipt(c, method, args, start)
-	e := fn(withCaller(ctx, c))
-	r.finishReceipt(c, nil, e, time.Since(start))
-	if e == nil {
-		r.met.call(method, "ok", time.Since(start))
-		return nil
-	}
-	r.met.call(method, e.Code, time.Since(start))
-	r.logError(method, e)
-	wire := int64(jsonrpc.CodeInternalError)
-	switch e.Code {
-	case CodeResourceNotFound, CodePromptNotFound, CodeArgsInvalid, CodeHydrateFailed:
-		wire = jsonrpc.CodeInvalidParams
-	}
-	return &jsonrpc.Error{Code: wire, Message: e.Code + ": " + e.Message}
-}
-
 // handleDirectPrompt renders a directly listed prompt upstream and returns
 // the upstream's answer as it is.
 func (r *Runtime) handleDirectPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 	var out *mcp.GetPromptResult
-	err := r.observe(ctx, req, "prompts/get", func(ctx context.Context) *Error {
+	err := run(func() *Error {
 		st := r.state.Load()
 		id, ok := st.exp.prompts[req.Params.Name]
 		it, found := st.snap.Lookup(id)
@@ -86,7 +52,7 @@ func (r *Runtime) handleDirectPrompt(ctx context.Context, req *mcp.GetPromptRequ
 // it is.
 func (r *Runtime) handleDirectResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	var out *mcp.ReadResourceResult
-	err := r.observe(ctx, req, "resources/read", func(ctx context.Context) *Error {
+	err := run(func() *Error {
 		st := r.state.Load()
 		it, c, e := r.resourceOwner(ctx, st, req.Params.URI)
 		if e != nil {
@@ -140,7 +106,7 @@ func (r *Runtime) resourceOwner(ctx context.Context, st *state, uri string) (*ca
 // template (by its URI template) or resource.
 func (r *Runtime) handleComplete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 	var out *mcp.CompleteResult
-	err := r.observe(ctx, req, "completion/complete", func(ctx context.Context) *Error {
+	err := run(func() *Error {
 		if req.Params == nil || req.Params.Ref == nil {
 			return newError(CodeArgsInvalid, "completion/complete needs a ref")
 		}
@@ -196,7 +162,7 @@ func (r *Runtime) handleComplete(ctx context.Context, req *mcp.CompleteRequest) 
 // which sessions subscribed and delivers notifications/resources/updated
 // to them).
 func (r *Runtime) handleSubscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	return r.observe(ctx, req, "resources/subscribe", func(ctx context.Context) *Error {
+	return run(func() *Error {
 		st := r.state.Load()
 		_, c, e := r.resourceOwner(ctx, st, req.Params.URI)
 		if e != nil {
@@ -217,7 +183,7 @@ func (r *Runtime) handleSubscribe(ctx context.Context, req *mcp.SubscribeRequest
 // handleUnsubscribe ends a subscription; the upstream is unsubscribed when
 // its last downstream subscriber leaves.
 func (r *Runtime) handleUnsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
-	return r.observe(ctx, req, "resources/unsubscribe", func(ctx context.Context) *Error {
+	return run(func() *Error {
 		st := r.state.Load()
 		_, c, e := r.resourceOwner(ctx, st, req.Params.URI)
 		if e != nil {

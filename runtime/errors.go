@@ -10,37 +10,70 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/router"
+	"github.com/quiver-mcp/quiver/runtime/codes"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 )
 
-// Wire error codes (spec 003 §3.4, §9.4). They are stable: agents branch on
-// them.
+// The runtime's names for the wire codes of package codes, which holds
+// their table (retryable, origin, receipt, JSON-RPC mapping): "Code" and
+// the codes package's name. The handlers name codes in some two hundred
+// places; these keep them short and in one block.
 const (
-	CodeArgsInvalid         = "ARGS_INVALID"
-	CodePathInvalid         = "PATH_INVALID"
-	CodePathNotFound        = "PATH_NOT_FOUND"
-	CodeSchemaInvalid       = "SCHEMA_INVALID"
-	CodeUpstreamError       = upstream.CodeUpstreamError
-	CodeUpstreamTimeout     = upstream.CodeTimeout
-	CodeUpstreamUnavailable = upstream.CodeUnavailable
-	CodeAuthFailed          = upstream.CodeAuthFailed
-	CodePermissionDenied    = upstream.CodePermissionDenied
-	CodeRateLimited         = upstream.CodeRateLimited
-	CodeHydrateFailed       = "HYDRATE_FAILED"
-	CodeViewFailed          = "VIEW_FAILED"
-	CodeResourceNotFound    = "RESOURCE_NOT_FOUND"
-	CodePromptNotFound      = "PROMPT_NOT_FOUND"
-	CodeInternal            = "INTERNAL"
+	CodeArgsInvalid      = codes.ArgsInvalid
+	CodePathInvalid      = codes.PathInvalid
+	CodePathNotFound     = codes.PathNotFound
+	CodeSchemaInvalid    = codes.SchemaInvalid
+	CodeHydrateFailed    = codes.HydrateFailed
+	CodeViewFailed       = codes.ViewFailed
+	CodeResourceNotFound = codes.ResourceNotFound
+	CodePromptNotFound   = codes.PromptNotFound
+	CodeInternal         = codes.Internal
+	CodeResultTooLarge   = codes.ResultTooLarge
 
-	// The safety profile (spec 001). POLICY_DENIED: the policy or the
-	// incident state refuses the call (details.reason_codes say why, e.g.
-	// NO_MATCHING_RULE, KILL_SWITCH, INCIDENT_MODE). APPROVAL_REQUIRED: an
-	// operator must grant details.approval_id; the identical call then
-	// proceeds once. CLIENT_CREDENTIAL_REJECTED: the arguments carry a
-	// credential, which quiver never forwards upstream.
-	CodePolicyDenied     = "POLICY_DENIED"
-	CodeApprovalRequired = "APPROVAL_REQUIRED"
-	CodeClientCredential = "CLIENT_CREDENTIAL_REJECTED"
+	CodeUpstreamError       = codes.UpstreamError
+	CodeUpstreamTimeout     = codes.UpstreamTimeout
+	CodeUpstreamUnavailable = codes.UpstreamUnavailable
+	CodeAuthFailed          = codes.AuthFailed
+	CodePermissionDenied    = codes.PermissionDenied
+	CodeRateLimited         = codes.RateLimited
+
+	CodePolicyDenied             = codes.PolicyDenied
+	CodeApprovalRequired         = codes.ApprovalRequired
+	CodeClientCredentialRejected = codes.ClientCredentialRejected
+	CodePathOutsideWorkspace     = codes.PathOutsideWorkspace
+	CodeEgressBlocked            = codes.EgressBlocked
+	CodeUnauthenticated          = codes.Unauthenticated
+
+	CodeToolUnclassifiedDenied       = codes.ToolUnclassifiedDenied
+	CodeToolClassMismatch            = codes.ToolClassMismatch
+	CodeToolClassDeclarationMismatch = codes.ToolClassDeclarationMismatch
+	CodeDocSizeExceeded              = codes.DocSizeExceeded
+	CodeDocHashMismatch              = codes.DocHashMismatch
+	CodeDocContentPointerInvalid     = codes.DocContentPointerInvalid
+	CodeDocEncodingInvalid           = codes.DocEncodingInvalid
+	CodeIdempotencyKeyRequired       = codes.IdempotencyKeyRequired
+	CodeIdempotencyKeyReused         = codes.IdempotencyKeyReused
+	CodeIdempotencyKeyInProgress     = codes.IdempotencyKeyInProgress
+	CodeIdempotencyOutcomeUnknown    = codes.IdempotencyOutcomeUnknown
+	CodeRegistryVersionMismatch      = codes.RegistryVersionMismatch
+
+	CodeRelayDenied             = codes.RelayDenied
+	CodeClientCapabilityMissing = codes.ClientCapabilityMissing
+	CodeRelayNoCaller           = codes.RelayNoCaller
+	CodeRelayAmbiguous          = codes.RelayAmbiguous
+	CodeClientError             = codes.ClientError
+	CodeToolError               = codes.ToolError
+
+	CodeMethodNotFound             = codes.MethodNotFound
+	CodeInvalidParams              = codes.InvalidParams
+	CodeInvalidRequest             = codes.InvalidRequest
+	CodeParseError                 = codes.ParseError
+	CodeProtocolVersionUnsupported = codes.ProtocolVersionUnsupported
+	CodeHeaderMismatch             = codes.HeaderMismatch
+	CodeProtocolError              = codes.ProtocolError
+	CodeCancelled                  = codes.Cancelled
+	CodeSessionNotFound            = codes.SessionNotFound
+	CodeForbidden                  = codes.Forbidden
 )
 
 // maxMessage caps the model-visible message of an error.
@@ -57,9 +90,16 @@ type Error struct {
 	Details   map[string]any `json:"details,omitempty"`
 
 	cause error
+	// upstream is set when the error classifies an upstream's failure
+	// rather than quiver's own refusal or failure: some codes (RATE_LIMITED)
+	// are both, and only the origin tells the receipt which.
+	upstream bool
 	// quiet keeps the message and cause out of the server log: they may
 	// quote the caller's arguments.
 	quiet bool
+	// protocol marks the go-sdk's refusal of a request, recorded in its
+	// receipt; the client sees the SDK's own JSON-RPC error.
+	protocol bool
 }
 
 // Error implements error: the code and the message.
@@ -68,15 +108,26 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 // Unwrap returns the internal cause, which is never shown to the agent.
 func (e *Error) Unwrap() error { return e.cause }
 
-// newError builds an Error with a sanitized message; timeouts,
-// unavailability and rate limits are retryable (spec 003 §3.4).
+// newError builds quiver's own Error with a sanitized message and the
+// code's retryable hint.
 func newError(code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: sanitize(fmt.Sprintf(format, args...)), Retryable: retryableCode(code)}
+	return &Error{Code: code, Message: sanitize(fmt.Sprintf(format, args...)), Retryable: codes.Retryable(code)}
 }
 
-func retryableCode(code string) bool {
-	return code == CodeUpstreamTimeout || code == CodeUpstreamUnavailable || code == CodeRateLimited
+// origin is who raised e.
+func (e *Error) origin() codes.Origin {
+	if e.upstream {
+		return codes.Upstream
+	}
+	return codes.Quiver
 }
+
+// refusal reports whether e is the gateway's refusal of the request
+// (receipt deny) rather than a failure after the gateway let it through.
+func (e *Error) refusal() bool { return codes.Receipted(e.Code, e.origin()) == codes.Deny }
+
+// timedOut reports whether e's receipt says timeout rather than error.
+func (e *Error) timedOut() bool { return codes.Receipted(e.Code, e.origin()) == codes.AllowTimeout }
 
 func (e *Error) withPath(p string) *Error   { e.Path = sanitize(p); return e }
 func (e *Error) withCause(err error) *Error { e.cause = err; return e }
@@ -129,17 +180,20 @@ func classify(err error) *Error {
 	}
 	var ue *upstream.Error
 	if errors.As(err, &ue) {
-		e := &Error{Code: ue.Code, Retryable: ue.Retryable, cause: err}
+		// Retryable is the upstream error's: runtime/upstream sets it from
+		// the table, and the runtime's hand-built upstream errors
+		// (perclient.go) leave it false.
+		e := &Error{Code: ue.Code, Retryable: ue.Retryable, cause: err, upstream: true}
 		switch ue.Code {
-		case upstream.CodeTimeout:
+		case CodeUpstreamTimeout:
 			e.Message = "the upstream did not answer in time"
-		case upstream.CodeUnavailable:
+		case CodeUpstreamUnavailable:
 			e.Message = "the upstream is not available"
-		case upstream.CodeAuthFailed:
+		case CodeAuthFailed:
 			e.Message = "the upstream rejected the gateway's credentials"
-		case upstream.CodePermissionDenied:
+		case CodePermissionDenied:
 			e.Message = "the upstream denied the call"
-		case upstream.CodeRateLimited:
+		case CodeRateLimited:
 			e.Message = "the upstream is rate limiting calls"
 			if ue.RetryAfter > 0 {
 				e.withDetail("retry_after", ue.RetryAfter.Seconds())

@@ -61,7 +61,7 @@ func (r *Runtime) upstreamOf(st *state, server string) upstreamInfo {
 }
 
 func (r *Runtime) handleExecute(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ctx, req, ToolExecute, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
+	return toolCall(ctx, ToolExecute, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a executeArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
@@ -491,7 +491,7 @@ func noEffect(err error) bool {
 		return false
 	}
 	switch ue.Code {
-	case upstream.CodeUpstreamError, upstream.CodeAuthFailed, upstream.CodePermissionDenied, upstream.CodeRateLimited:
+	case CodeUpstreamError, CodeAuthFailed, CodePermissionDenied, CodeRateLimited:
 		return true
 	}
 	return false
@@ -571,7 +571,7 @@ type viewArgs struct {
 }
 
 func (r *Runtime) handleView(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ctx, req, ToolView, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
+	return toolCall(ctx, ToolView, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a viewArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e

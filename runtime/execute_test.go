@@ -483,7 +483,7 @@ func startCounted(t *testing.T, tweak func(*rig), failFirst int64) (*Runtime, *m
 		t.Fatal(err)
 	}
 	cc := &countingConn{conn: rt.upstreams[0].conn, failFirst: failFirst,
-		failWith: &upstream.Error{Code: upstream.CodeUnavailable, Retryable: true, Err: upstream.ErrSessionEnded}}
+		failWith: &upstream.Error{Code: CodeUpstreamUnavailable, Retryable: true, Err: upstream.ErrSessionEnded}}
 	rt.upstreams[0].conn = cc
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {

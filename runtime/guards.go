@@ -25,23 +25,6 @@ import (
 	"golang.org/x/text/message"
 )
 
-// Wire codes of the execute-path guards (spec 000, and quiver's additions;
-// see package guard for their meaning).
-const (
-	CodeToolUnclassifiedDenied       = guard.CodeUnclassifiedDenied
-	CodeToolClassMismatch            = guard.CodeClassMismatch
-	CodeToolClassDeclarationMismatch = guard.CodeDeclarationMismatch
-	CodeDocSizeExceeded              = guard.CodeDocSizeExceeded
-	CodeDocHashMismatch              = guard.CodeDocHashMismatch
-	CodeDocContentPointerInvalid     = guard.CodeDocPointerInvalid
-	CodeDocEncodingInvalid           = guard.CodeDocEncodingInvalid
-	CodeIdempotencyKeyRequired       = guard.CodeIdempotencyKeyRequired
-	CodeIdempotencyKeyReused         = guard.CodeIdempotencyKeyReused
-	CodeIdempotencyKeyInProgress     = guard.CodeIdempotencyInProgress
-	CodeIdempotencyOutcomeUnknown    = guard.CodeIdempotencyOutcomeUnknown
-	CodeRegistryVersionMismatch      = guard.CodeRegistryVersionMismatch
-)
-
 // toolCallSchemaURL is the $id of schemas/tool_call.schema.json.
 const toolCallSchemaURL = "https://quiver-mcp.dev/schemas/tool_call.schema.json"
 
@@ -218,10 +201,15 @@ func (r *Runtime) readOnly(ctx context.Context, ss *mcp.ServerSession) bool {
 // limitKey keys rate limits: the principal of a verified token (its limits
 // follow it across sessions), else the session.
 func (r *Runtime) limitKey(ctx context.Context, ss *mcp.ServerSession) any {
-	if c := callerOf(ctx); c != nil && c.jwt {
+	c := callerOf(ctx)
+	switch {
+	case c != nil && c.jwt:
 		return "principal:" + c.p.Key()
-	}
-	if ss == nil {
+	case c != nil && c.sessionless && !c.local:
+		// Anonymous requests without a session share one budget: a new
+		// request is not a new budget.
+		return "anonymous"
+	case ss == nil:
 		return nil
 	}
 	return ss

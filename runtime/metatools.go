@@ -9,7 +9,6 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/config"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/choicecard"
@@ -131,7 +130,7 @@ type browseResult struct {
 }
 
 func (r *Runtime) handleBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ctx, req, ToolBrowse, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
+	return toolCall(ctx, ToolBrowse, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a browseArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
@@ -161,7 +160,7 @@ func (r *Runtime) browse(ctx context.Context, ss *mcp.ServerSession, kind toolid
 			return nil, newError(CodeArgsInvalid, "cursor applies to path browses only").withPath("cursor")
 		}
 		fetch := k
-		if r.filtering() {
+		if r.auth.filtering() {
 			// Over-fetch, so that hidden hits do not crowd visible ones
 			// out of the top k.
 			fetch = min(max(4*k, k), router.MaxTopK)
@@ -199,7 +198,7 @@ type hydrateArgs struct {
 }
 
 func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ctx, req, ToolHydrate, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
+	return toolCall(ctx, ToolHydrate, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a hydrateArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
@@ -249,52 +248,10 @@ func structured(v any, text string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{StructuredContent: json.RawMessage(data), Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
-// instrument runs one meta-tool call: it converts a wire Error into an
-// error result, logs its cause, and records metrics.
-//
-// It also resolves the caller (identity) into ctx and writes the call's
-// receipt: exactly one per call, allowed or denied.
-func (r *Runtime) instrument(ctx context.Context, req *mcp.CallToolRequest, tool string, fn func(context.Context) (*mcp.CallToolResult, *Error)) (*mcp.CallToolResult, error) {
-	start := time.Now()
-	c := r.newCaller(req.Extra, req.Session)
-	var args json.RawMessage
-	if req.Params != nil {
-		args = req.Params.Arguments
-		c.progress = req.Params.GetProgressToken()
-	}
-	r.startReceipt(c, "tools/call:"+tool, args, start)
-	res, e := fn(withCaller(ctx, c))
-	r.finishReceipt(c, res, e, time.Since(start))
-	code := "ok"
-	if e != nil {
-		code = e.Code
-		r.logError(tool, e)
-		res = errorResult(e)
-	} else if res.IsError {
-		code = "tool_error"
-	}
-	r.met.call(tool, code, time.Since(start))
-	return res, nil
-}
-
-// logError logs a gateway error of one request (a meta-tool, a direct
-// call or another MCP method): a warning when something failed behind it,
-// debug when the caller's input was refused.
-func (r *Runtime) logError(what string, e *Error) {
-	switch {
-	case e.quiet:
-		r.log.Debug("request refused", "what", what, "code", e.Code, "path", e.Path)
-	case e.cause != nil:
-		r.log.Warn("request failed", "what", what, "code", e.Code, "err", e.cause)
-	default:
-		r.log.Debug("request refused", "what", what, "code", e.Code, "message", e.Message)
-	}
-}
-
 // visibleCards drops the cards of items the caller may not see; cards of
 // catalog paths (internal nodes) stay.
 func (r *Runtime) visibleCards(ctx context.Context, st *state, cards []choicecard.Card) []choicecard.Card {
-	if !r.filtering() {
+	if !r.auth.filtering() {
 		return cards
 	}
 	out := cards[:0:0]

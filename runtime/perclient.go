@@ -55,7 +55,7 @@ func (r *Runtime) affineClient(ctx context.Context, l liveConn, c *caller) (*ups
 	if !ok {
 		if len(a.clients) >= maxAffine {
 			a.mu.Unlock()
-			return nil, &upstream.Error{Code: upstream.CodeUnavailable, Err: fmt.Errorf("upstream %q: %d per-client sessions are open already: %w", key.name, maxAffine, errNotSent)}
+			return nil, &upstream.Error{Code: CodeUpstreamUnavailable, Err: fmt.Errorf("upstream %q: %d per-client sessions are open already: %w", key.name, maxAffine, errNotSent)}
 		}
 		af = &affine{ready: make(chan struct{})}
 		a.clients[key] = af
@@ -68,13 +68,13 @@ func (r *Runtime) affineClient(ctx context.Context, l liveConn, c *caller) (*ups
 	select {
 	case <-af.ready:
 	case <-ctx.Done():
-		return nil, &upstream.Error{Code: upstream.CodeUnavailable, Err: fmt.Errorf("upstream %q: per-client session not ready: %w", key.name, context.Cause(ctx))}
+		return nil, &upstream.Error{Code: CodeUpstreamUnavailable, Err: fmt.Errorf("upstream %q: per-client session not ready: %w", key.name, context.Cause(ctx))}
 	}
 	if af.err != nil {
 		return nil, af.err
 	}
 	if err := af.c.WaitReady(ctx); err != nil {
-		return nil, &upstream.Error{Code: upstream.CodeUnavailable, Err: fmt.Errorf("upstream %q: per-client session: %w", key.name, err)}
+		return nil, &upstream.Error{Code: CodeUpstreamUnavailable, Err: fmt.Errorf("upstream %q: per-client session: %w", key.name, err)}
 	}
 	return af.c, nil
 }
@@ -84,7 +84,7 @@ func (r *Runtime) openAffine(af *affine, l liveConn, c *caller) {
 	defer close(af.ready)
 	life := r.life
 	if life == nil || life.Err() != nil {
-		af.err = &upstream.Error{Code: upstream.CodeUnavailable, Err: fmt.Errorf("upstream %q: %w", l.c.Name(), upstream.ErrClosed)}
+		af.err = &upstream.Error{Code: CodeUpstreamUnavailable, Err: fmt.Errorf("upstream %q: %w", l.c.Name(), upstream.ErrClosed)}
 		return
 	}
 	var uc *upstream.Client

@@ -74,7 +74,7 @@ func (r *Runtime) syncPrimitiveVerbs(old, next *state) {
 }
 
 func (r *Runtime) handleResourceBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ctx, req, ResourceBrowse, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
+	return toolCall(ctx, ResourceBrowse, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a browseArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
@@ -84,7 +84,7 @@ func (r *Runtime) handleResourceBrowse(ctx context.Context, req *mcp.CallToolReq
 }
 
 func (r *Runtime) handlePromptBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ctx, req, PromptBrowse, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
+	return toolCall(ctx, PromptBrowse, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a browseArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
@@ -98,7 +98,7 @@ type resourceReadArgs struct {
 }
 
 func (r *Runtime) handleResourceRead(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ctx, req, ResourceRead, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
+	return toolCall(ctx, ResourceRead, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a resourceReadArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e
@@ -136,7 +136,7 @@ type promptGetArgs struct {
 }
 
 func (r *Runtime) handlePromptGet(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ctx, req, PromptGet, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
+	return toolCall(ctx, PromptGet, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a promptGetArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
 			return nil, e

@@ -18,29 +18,10 @@ import (
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
-// Codes of server-to-client requests the gateway refuses to forward. The
-// upstream receives them as the message of a JSON-RPC error, prefixed
-// with the code.
-const (
-	// CodeRelayDenied: the policy (or incident mode) denies the request
-	// for this upstream, tool and principal.
-	CodeRelayDenied = "RELAY_DENIED"
-	// CodeClientCapabilityMissing: the downstream client did not announce
-	// the capability (sampling or elicitation) the request needs.
-	CodeClientCapabilityMissing = "CLIENT_CAPABILITY_MISSING"
-	// CodeRelayNoCaller: no call of any client is in flight on the
-	// upstream session, so there is nobody to ask.
-	CodeRelayNoCaller = "RELAY_NO_CALLER"
-	// CodeRelayAmbiguous: calls of several clients are in flight on a
-	// shared upstream session, so the request cannot be attributed to
-	// one of them (sessions: per_client removes the ambiguity).
-	CodeRelayAmbiguous = "RELAY_AMBIGUOUS"
-	// CodeClientError: the request was forwarded and the client answered
-	// with an error (or did not answer); receipts only.
-	CodeClientError = "CLIENT_ERROR"
-)
-
-// relayError is what a refused server-to-client request answers.
+// relayError is what a refused server-to-client request answers: the
+// upstream receives its code (RELAY_DENIED, CLIENT_CAPABILITY_MISSING,
+// RELAY_NO_CALLER, RELAY_AMBIGUOUS) as the prefix of a JSON-RPC error's
+// message.
 type relayError struct {
 	code, msg string
 }
@@ -382,26 +363,18 @@ func clientCaps(ss *mcp.ServerSession) *mcp.ClientCapabilities {
 // downstream request ends or the upstream cancels its request.
 func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, action string, send func(context.Context, *flight) error) error {
 	start := time.Now()
-	rc := receipts.New(method, start)
-	rc.MCP.ServerID = uc.Name()
-	rc.Decision = receipts.Decision{Result: "allow", PolicyID: r.policyID(), ReasonCodes: []string{r.allowReason()}}
+	rc := &caller{}
+	rc.begin(method, nil, start)
+	rc.rc.MCP.ServerID = uc.Name()
+	// Allowed unless the relay refuses it (a failure at the client keeps
+	// the allow).
+	rc.rc.Decision, rc.decided = r.auth.allowDecision(), true
 	done := func(code string, err error) error {
-		rc.Outcome.DurationMS = float64(time.Since(start).Microseconds()) / 1000
-		if err == nil {
-			rc.Outcome.Status = receipts.StatusSuccess
-			r.emit(rc)
-			return nil
+		var e *Error
+		if err != nil {
+			e = &Error{Code: code, Message: sanitize(err.Error())}
 		}
-		rc.Outcome.Status, rc.Outcome.ErrorCode = receipts.StatusError, code
-		if code != CodeClientError {
-			// The gateway refused it.
-			rc.Decision.Result = "deny"
-			rc.Decision.ReasonCodes = append([]string{code}, rc.Decision.ReasonCodes...)
-			r.log.Info("server-to-client request refused", "upstream", uc.Name(), "method", method, "code", code)
-		} else {
-			r.log.Debug("server-to-client request failed at the client", "upstream", uc.Name(), "method", method, "err", err)
-		}
-		r.emit(rc)
+		r.rec.write(rc, nil, e, time.Since(start))
 		return err
 	}
 	f, rerr := r.relay.target(hctx, uc)
@@ -409,24 +382,25 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 		return done(rerr.code, rerr)
 	}
 	st := r.state.Load()
-	rc.MCP.ToolID = f.toolID
-	rc.MCP.TrustLevel = r.upstreamOf(st, f.server).trust
+	rc.rc.MCP.ToolID = f.toolID
+	rc.rc.MCP.TrustLevel = r.upstreamOf(st, f.server).trust
 	if it, ok := st.snap.Lookup(f.toolID); ok {
-		rc.MCP.ToolName = it.UpstreamName
+		rc.rc.MCP.ToolName = it.UpstreamName
 	}
 	if f.c != nil {
 		if !f.c.p.IsZero() {
-			rc.Principal = receipts.PrincipalOf(f.c.p)
+			rc.rc.Principal = receipts.PrincipalOf(f.c.p)
 		}
 		if f.c.ss != nil {
-			rc.MCP.SessionID = f.c.ss.ID()
+			rc.rc.MCP.SessionID = f.c.ss.ID()
 		}
 	}
 	if f.session() == nil {
 		return done(CodeClientCapabilityMissing, &relayError{CodeClientCapabilityMissing, "the call has no client session to ask"})
 	}
 	if d := r.decideRelay(f, action); d != nil {
-		rc.Decision = receipts.Decision{Result: "deny", PolicyID: d.PolicyID, ReasonCodes: d.ReasonCodes}
+		// The refusal lists RELAY_DENIED, then the policy's reasons.
+		rc.decided, rc.rc.Decision, rc.reasons = false, receipts.Decision{PolicyID: d.PolicyID}, d.ReasonCodes
 		return done(CodeRelayDenied, &relayError{CodeRelayDenied, fmt.Sprintf("the policy does not let upstream %q send %s to this client", f.server, method)})
 	}
 	if !f.enter() {
@@ -452,7 +426,7 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 // the denying decision, or nil. Without a policy everything is allowed; a
 // configured policy must allow the action explicitly.
 func (r *Runtime) decideRelay(f *flight, action string) *policy.Decision {
-	if !r.filtering() {
+	if !r.auth.filtering() {
 		return nil
 	}
 	st := r.state.Load()

@@ -15,10 +15,6 @@ import (
 	"github.com/quiver-mcp/quiver/firewall"
 )
 
-// CodeResultTooLarge: a result could not be stored because it exceeds the
-// artifact store's quota. Nothing of it is returned or kept.
-const CodeResultTooLarge = "RESULT_TOO_LARGE"
-
 // openStore opens the artifact store: Badger under StateDir/artifacts, or
 // in memory when no state directory is configured.
 func (r *Runtime) openStore() (artifacts.Store, error) {
@@ -44,13 +40,19 @@ func (r *Runtime) openStore() (artifacts.Store, error) {
 // it. A verified token's principal owns by its key (identity.Principal.Key,
 // stable across tokens and sessions); over stdio the process owner is the
 // trust boundary (the local principal); over HTTP without auth each MCP
-// session is its own anonymous principal.
+// session is its own anonymous principal, and a request without a session
+// (a sessionless revision) owns only what it produced itself.
 func (r *Runtime) ownerOf(ctx context.Context, ss *mcp.ServerSession) string {
-	if c := callerOf(ctx); c != nil && c.jwt {
+	c := callerOf(ctx)
+	switch {
+	case c != nil && c.jwt:
 		return c.p.Key()
-	}
-	if ss != nil && ss.ID() != "" {
+	case c != nil && c.local:
+		return "local:" + r.localName
+	case ss != nil && ss.ID() != "":
 		return "session:" + ss.ID()
+	case c != nil:
+		return c.anonymousOwner()
 	}
 	return "local:" + r.localName
 }

@@ -37,7 +37,6 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
-	"github.com/quiver-mcp/quiver/runtime/receipts"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -133,24 +132,22 @@ type Runtime struct {
 	subs     subscriptions
 	life     context.Context
 
-	// The safety profile: the verifier (nil without issuers), the local
-	// principal, the policy engine (nil: allow all), the incident state,
-	// approvals and receipts (opened in Start), and the admin API.
-	verifier  *identity.Verifier
-	local     identity.Principal
-	policy    *policy.Engine
-	incident  *policy.Incident
-	approvals *policy.Approvals
-	receipts  *receipts.Writer
-	admin     http.Handler
+	// The safety profile: the verifier (nil without issuers), the
+	// authorizer (incident state, policy, approvals), the recorder
+	// (receipts, metrics and logs of every request), and the admin API.
+	verifier *identity.Verifier
+	auth     authorizer
+	rec      recorder
+	admin    http.Handler
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// New validates cfg and builds a Runtime; cfg is not changed, and the
-// Runtime keeps its own copy. Secrets and static catalog files are read
-// here. It connects nothing: Start does.
+// New validates cfg and builds a Runtime. cfg is not changed; the Runtime
+// keeps a copy of it that shares its lists and maps, so the caller must not
+// change those afterwards. Secrets and static catalog files are read here.
+// It connects nothing: Start does.
 func New(cfg *config.Config, deps Deps) (*Runtime, error) {
 	if cfg == nil {
 		return nil, errors.New("runtime: no configuration")
@@ -190,6 +187,7 @@ func New(cfg *config.Config, deps Deps) (*Runtime, error) {
 		rebuilt:   make(chan struct{}),
 		relay:     newRelay(),
 	}
+	r.rec = recorder{log: log, met: r.met, auth: &r.auth}
 	if r.localName == "" {
 		// The process owner is the principal of a stdio session: known
 		// only when quiver runs, so not a default of the file.

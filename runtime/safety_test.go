@@ -60,7 +60,7 @@ rules:
 	if json.Unmarshal(b, &e); e.Code != CodePolicyDenied {
 		t.Fatalf("got %s", b)
 	}
-	if err := rt.receipts.Flush(); err != nil {
+	if err := rt.rec.out.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	var found bool

@@ -18,7 +18,13 @@ import (
 // ServeStdio serves one MCP session over stdin/stdout until the client
 // disconnects or ctx is cancelled.
 func (r *Runtime) ServeStdio(ctx context.Context) error {
-	err := r.server.Run(ctx, &mcp.StdioTransport{})
+	return r.serveTransport(ctx, &mcp.StdioTransport{})
+}
+
+// serveTransport serves one MCP session over t; every call t carries gets
+// a receipt, those the go-sdk refuses before dispatch too.
+func (r *Runtime) serveTransport(ctx context.Context, t mcp.Transport) error {
+	err := r.server.Run(ctx, recordingTransport{Transport: t, rec: &r.rec})
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -39,11 +45,12 @@ func (r *Runtime) Handler(path string) http.Handler {
 	if r.verifier != nil {
 		// Every request is authenticated before MCP routing (spec 001
 		// MUST 2); the middleware also removes the Authorization header.
-		mcpHandler = r.verifier.Middleware(identity.MiddlewareOptions{OnDeny: r.denyReceipt})(mcpHandler)
+		mcpHandler = r.verifier.Middleware(identity.MiddlewareOptions{OnDeny: r.denyReceipt,
+			OnAllow: func(req *http.Request, p identity.Principal) { r.rec.tags.authenticated(req.Header, p) }})(mcpHandler)
 	} else {
 		mcpHandler = stripAuthorization(mcpHandler)
 	}
-	mux.Handle(path, hostGuard(r.cfg.Listen.AllowedHosts, r.cfg.Listen.AllowedOrigins, mcpHandler))
+	mux.Handle(path, r.rec.catchRefusals(hostGuard(r.cfg.Listen.AllowedHosts, r.cfg.Listen.AllowedOrigins, mcpHandler)))
 	if r.admin != nil {
 		// The admin API authenticates on its own (admin token or claim).
 		mux.Handle(admin.Prefix, hostGuard(r.cfg.Listen.AllowedHosts, r.cfg.Listen.AllowedOrigins, r.admin))
@@ -64,7 +71,9 @@ type health struct {
 type upstreamHealth struct {
 	Name   string `json:"name"`
 	Status string `json:"status"`
-	Error  string `json:"error,omitempty"`
+	// Protocol is the MCP revision negotiated with the upstream.
+	Protocol string `json:"protocol,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 func (r *Runtime) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -75,7 +84,7 @@ func (r *Runtime) healthz(w http.ResponseWriter, _ *http.Request) {
 	}
 	for _, c := range r.clients {
 		s := c.State()
-		u := upstreamHealth{Name: s.Name, Status: string(s.Status)}
+		u := upstreamHealth{Name: s.Name, Status: string(s.Status), Protocol: s.Protocol}
 		if s.Err != nil {
 			u.Error = sanitize(s.Err.Error())
 			h.Status = "degraded"

@@ -3,13 +3,16 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"github.com/quiver-mcp/quiver/runtime/config"
 	"log/slog"
 	"strings"
 	"sync"
 
+	"github.com/quiver-mcp/quiver/runtime/config"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/router"
+	"github.com/quiver-mcp/quiver/runtime/protocol"
+	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -30,9 +33,12 @@ func (r *Runtime) newServer() *mcp.Server {
 		CompletionHandler: r.handleComplete,
 		// Protocol 2026-07-28 forbids the server-to-client requests quiver
 		// forwards during a call (sampling, elicitation); they become
-		// multi-round-trip results, which quiver does not relay yet. Newer
-		// clients negotiate 2025-11-25 instead of losing them.
+		// multi-round-trip results, which quiver does not relay yet
+		// (runtime/protocol has the listener's router and the sealed
+		// request state for it). Newer clients negotiate 2025-11-25
+		// instead of losing them.
 		SupportedProtocolVersions: legacyProtocols(),
+		SetCacheable:              protocol.Cacheable(protocol.CacheOptions{Stable: r.stableAnswer, Settled: r.settled, Private: r.auth.filtering}),
 	}
 	if r.cfg.Mode == config.ModeDirect {
 		so.Capabilities.Prompts = &mcp.PromptCapabilities{ListChanged: true}
@@ -41,7 +47,8 @@ func (r *Runtime) newServer() *mcp.Server {
 		so.UnsubscribeHandler = r.handleUnsubscribe
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "quiver", Title: "quiver MCP gateway", Version: r.deps.Version}, so)
-	s.AddReceivingMiddleware(r.listFilter, r.passthrough)
+	s.AddReceivingMiddleware(r.rec.receive, protocol.DeclaredOnly(func() *mcp.ServerCapabilities { return so.Capabilities }),
+		r.listFilter, r.passthrough)
 	s.AddSendingMiddleware(elicitSchema)
 	for _, t := range r.metaTools() {
 		switch t.Name {
@@ -104,7 +111,7 @@ func (r *Runtime) afterSwap(old, next *state) {
 // handleStripped answers a direct call of a proxy-mode entry: discovery
 // entries are not callable (spec 003 §4.1).
 func (r *Runtime) handleStripped(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return r.instrument(ctx, req, "stripped", func(ctx context.Context) (*mcp.CallToolResult, *Error) {
+	return toolCall(ctx, "stripped", func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		return nil, newError(CodeArgsInvalid, "listed entries are for discovery; call tool_execute with tool_id %q", req.Params.Name).withPath(req.Params.Name)
 	})
 }
@@ -163,6 +170,30 @@ func (s *sessionStates) get(ss *mcp.ServerSession, gen uint64) *router.StableVie
 	v := &sessionView{gen: gen, view: router.NewStableView(0)}
 	s.views[ss] = v
 	return v.view
+}
+
+// stableAnswer reports whether an answer changes only with quiver's
+// configuration: server/discover, and gateway mode's tools/list (the
+// meta-tools). Everything else follows the fleet.
+func (r *Runtime) stableAnswer(req mcp.Request) bool {
+	switch req.(type) {
+	case *mcp.DiscoverRequest:
+		return true
+	case *mcp.ListToolsRequest:
+		return r.cfg.Mode == config.ModeGateway && len(r.cfg.Expose.Direct) == 0
+	}
+	return false
+}
+
+// settled reports whether every live upstream is ready: until then a
+// listing may change at any moment.
+func (r *Runtime) settled() bool {
+	for _, c := range r.clients {
+		if c.State().Status != upstream.StatusReady {
+			return false
+		}
+	}
+	return true
 }
 
 // newestForwardable is the newest protocol version whose server-to-client

@@ -599,3 +599,83 @@ func TestSafetyServeRefusesPlainHTTPOffLoopback(t *testing.T) {
 		t.Fatalf("output: %q", out)
 	}
 }
+
+// Test 9, every request: the black-box probe's cases each leave exactly
+// one receipt naming the authenticated caller: initialize, ping, a call of
+// an unknown tool, an unknown method and an unknown session (both refused
+// by the MCP SDK before dispatch).
+func TestSafety9_EveryRequestReceipted(t *testing.T) {
+	e := startSafety(t, "")
+	token := hsToken(t, "dave", jwt.MapClaims{"groups": []string{"sre"}})
+	dave := e.as(t, token)
+	ctx := context.Background()
+	must(t, dave.Ping(ctx, nil))
+	if _, err := dave.CallTool(ctx, &mcp.CallToolParams{Name: "no_such_tool", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("a call of an unknown tool succeeded")
+	}
+	raw := func(session, body string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, e.srv.url, strings.NewReader(body))
+		must(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := raw(dave.ID(), `{"jsonrpc":"2.0","id":7,"method":"foo/bar","params":{}}`); code < 400 {
+		t.Fatalf("unknown method: %d", code)
+	}
+	if code := raw("no-such-session", `{"jsonrpc":"2.0","id":8,"method":"ping"}`); code != http.StatusNotFound {
+		t.Fatalf("unknown session: %d", code)
+	}
+	want := []struct{ method, result, code string }{
+		{"initialize", "allow", ""},
+		{"ping", "allow", ""},
+		{"tools/call", "deny", "INVALID_PARAMS"},
+		{"foo/bar", "deny", "PROTOCOL_ERROR"},
+		{"ping", "deny", "SESSION_NOT_FOUND"},
+	}
+	var got []map[string]any
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got = got[:0]
+		for _, r := range e.readReceipts(t) {
+			if field(r, "principal.sub") == "dave" {
+				got = append(got, r)
+			}
+		}
+		if len(got) >= len(want)+1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The client's protocol probe (server/discover, refused at the
+	// listener's revision) and listings are not among the requests above.
+	var lines []string
+	var rest []map[string]any
+	for _, r := range got {
+		if m, _ := field(r, "mcp.method").(string); strings.HasSuffix(m, "/list") || m == "server/discover" {
+			continue
+		}
+		rest = append(rest, r)
+		code, _ := field(r, "outcome.error_code").(string)
+		lines = append(lines, strings.TrimSpace(fmt.Sprintf("%v %v %s", field(r, "mcp.method"), field(r, "decision.result"), code)))
+	}
+	if len(rest) != len(want) {
+		t.Fatalf("dave's receipts:\n%s", strings.Join(lines, "\n"))
+	}
+	for i, w := range want {
+		if lines[i] != strings.TrimSpace(w.method+" "+w.result+" "+w.code) {
+			t.Errorf("receipt %d = %q, want %q", i, lines[i], w.method+" "+w.result+" "+w.code)
+		}
+	}
+	if field(rest[3], "mcp.session_id") != dave.ID() {
+		t.Errorf("the refused request's receipt names session %v, want %s", field(rest[3], "mcp.session_id"), dave.ID())
+	}
+	e.srv.stop(t, syscall.SIGTERM)
+}

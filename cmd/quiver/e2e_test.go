@@ -309,6 +309,13 @@ func TestE2EHTTP(t *testing.T) {
 	if resp.StatusCode != 200 || h["status"] != "ok" || h["catalog"].(map[string]any)["tool"].(float64) < 10 {
 		t.Fatalf("healthz %d %v", resp.StatusCode, h)
 	}
+	// Each live upstream reports the revision negotiated with it (the
+	// go-sdk test upstreams speak 2026-07-28).
+	for _, u := range h["upstreams"].([]any) {
+		if p, _ := u.(map[string]any)["protocol"].(string); p < "2024-11-05" {
+			t.Fatalf("upstream without a protocol revision in healthz: %v", u)
+		}
+	}
 	resp, err = http.Get(srv.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)

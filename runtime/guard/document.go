@@ -7,6 +7,8 @@ import (
 	"errors"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/quiver-mcp/quiver/runtime/codes"
 )
 
 // HashAlg is the only content hash algorithm (spec 000 §9.2.3).
@@ -34,12 +36,12 @@ type ExpectedHash struct {
 func DecodeContent(v any, pointer string, enc Encoding, limit int64) ([]byte, *Error) {
 	s, ok := v.(string)
 	if !ok {
-		return nil, deny(CodeDocPointerInvalid, "content pointer %s addresses %s, not a string", pointer, kindOf(v)).at(pointer)
+		return nil, deny(codes.DocContentPointerInvalid, "content pointer %s addresses %s, not a string", pointer, kindOf(v)).at(pointer)
 	}
 	switch enc {
 	case EncodingUTF8:
 		if !utf8.ValidString(s) {
-			return nil, deny(CodeDocEncodingInvalid, "content at %s is not valid UTF-8", pointer).at(pointer)
+			return nil, deny(codes.DocEncodingInvalid, "content at %s is not valid UTF-8", pointer).at(pointer)
 		}
 		if int64(len(s)) > limit {
 			return nil, sizeExceeded(pointer, int64(len(s)), limit, "document")
@@ -48,18 +50,18 @@ func DecodeContent(v any, pointer string, enc Encoding, limit int64) ([]byte, *E
 	case EncodingBase64:
 		n, err := base64Size(s)
 		if err != nil {
-			return nil, deny(CodeDocEncodingInvalid, "content at %s is not standard padded base64", pointer).at(pointer)
+			return nil, deny(codes.DocEncodingInvalid, "content at %s is not standard padded base64", pointer).at(pointer)
 		}
 		if n > limit {
 			return nil, sizeExceeded(pointer, n, limit, "document")
 		}
 		b, err := base64.StdEncoding.Strict().DecodeString(s)
 		if err != nil {
-			return nil, deny(CodeDocEncodingInvalid, "content at %s is not standard padded base64", pointer).at(pointer)
+			return nil, deny(codes.DocEncodingInvalid, "content at %s is not standard padded base64", pointer).at(pointer)
 		}
 		return b, nil
 	}
-	return nil, deny(CodeDocEncodingInvalid, "unknown content encoding %q", string(enc)).at(pointer)
+	return nil, deny(codes.DocEncodingInvalid, "unknown content encoding %q", string(enc)).at(pointer)
 }
 
 // errBase64 is base64Size's refusal.
@@ -82,9 +84,9 @@ func base64Size(s string) (int64, error) {
 }
 
 func sizeExceeded(pointer string, size, limit int64, scope string) *Error {
-	e := deny(CodeDocSizeExceeded, "%s at %s is %d bytes, over the limit of %d", scope, pointer, size, limit)
+	e := deny(codes.DocSizeExceeded, "%s at %s is %d bytes, over the limit of %d", scope, pointer, size, limit)
 	if scope == "batch" {
-		e = deny(CodeDocSizeExceeded, "the documents of this call total %d bytes, over the batch limit of %d", size, limit)
+		e = deny(codes.DocSizeExceeded, "the documents of this call total %d bytes, over the batch limit of %d", size, limit)
 	}
 	return e.at(pointer).with("scope", scope).with("size_bytes", size).with("limit_bytes", limit)
 }
@@ -120,7 +122,7 @@ func Documents(doc any, pointers []string, enc Encoding, maxItem, maxBatch int64
 			if errors.Is(err, ErrPointerSyntax) {
 				what = "is not an RFC 6901 pointer"
 			}
-			return nil, 0, deny(CodeDocPointerInvalid, "content pointer %s %s", p, what).at(p)
+			return nil, 0, deny(codes.DocContentPointerInvalid, "content pointer %s %s", p, what).at(p)
 		}
 		b, e := DecodeContent(v, p, enc, maxItem)
 		if e != nil {
@@ -150,15 +152,15 @@ func CompareExpected(got []DocumentHash, expected []ExpectedHash) *Error {
 	seen := make(map[string]bool, len(expected))
 	for _, x := range expected {
 		if seen[x.Pointer] {
-			return deny(CodeDocPointerInvalid, "expected_document_hashes lists %s twice", x.Pointer).at(x.Pointer)
+			return deny(codes.DocContentPointerInvalid, "expected_document_hashes lists %s twice", x.Pointer).at(x.Pointer)
 		}
 		seen[x.Pointer] = true
 		h, ok := by[x.Pointer]
 		if !ok {
-			return deny(CodeDocPointerInvalid, "%s is not a write content pointer of this tool", x.Pointer).at(x.Pointer)
+			return deny(codes.DocContentPointerInvalid, "%s is not a write content pointer of this tool", x.Pointer).at(x.Pointer)
 		}
 		if h != x.Hash {
-			return deny(CodeDocHashMismatch, "the document at %s does not have the expected sha256", x.Pointer).
+			return deny(codes.DocHashMismatch, "the document at %s does not have the expected sha256", x.Pointer).
 				at(x.Pointer).with("pointer", x.Pointer).with("expected", x.Hash).with("actual", h)
 		}
 	}

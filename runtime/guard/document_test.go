@@ -8,6 +8,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/quiver-mcp/quiver/runtime/codes"
 )
 
 func sha(s string) string {
@@ -76,21 +78,21 @@ func TestDecodeContent(t *testing.T) {
 	}{
 		{"utf8 exact bytes", "héllo\r\n", EncodingUTF8, 100, "héllo\r\n", ""},
 		{"utf8 at the limit", "abcd", EncodingUTF8, 4, "abcd", ""},
-		{"utf8 over the limit", "abcde", EncodingUTF8, 4, "", CodeDocSizeExceeded},
-		{"utf8 invalid", "a\xffb", EncodingUTF8, 100, "", CodeDocEncodingInvalid},
+		{"utf8 over the limit", "abcde", EncodingUTF8, 4, "", codes.DocSizeExceeded},
+		{"utf8 invalid", "a\xffb", EncodingUTF8, 100, "", codes.DocEncodingInvalid},
 		{"base64", b64, EncodingBase64, 100, "hello\r\nworld\x00", ""},
 		{"base64 empty", "", EncodingBase64, 100, "", ""},
-		{"base64 over the limit before decoding", b64, EncodingBase64, 12, "", CodeDocSizeExceeded},
+		{"base64 over the limit before decoding", b64, EncodingBase64, 12, "", codes.DocSizeExceeded},
 		{"base64 at the limit", b64, EncodingBase64, 13, "hello\r\nworld\x00", ""},
-		{"base64 unpadded", "aGk", EncodingBase64, 100, "", CodeDocEncodingInvalid},
-		{"base64 url alphabet", "-_-_", EncodingBase64, 100, "", CodeDocEncodingInvalid},
-		{"base64 line break", "aGVs\nbG8=", EncodingBase64, 100, "", CodeDocEncodingInvalid},
-		{"base64 stray bits", "aGl=", EncodingBase64, 100, "", CodeDocEncodingInvalid},
-		{"base64 space", "aGk= ", EncodingBase64, 100, "", CodeDocEncodingInvalid},
-		{"not a string", 12.0, EncodingUTF8, 100, "", CodeDocPointerInvalid},
-		{"an object", map[string]any{}, EncodingBase64, 100, "", CodeDocPointerInvalid},
-		{"null", nil, EncodingUTF8, 100, "", CodeDocPointerInvalid},
-		{"unknown encoding", "x", Encoding("latin1"), 100, "", CodeDocEncodingInvalid},
+		{"base64 unpadded", "aGk", EncodingBase64, 100, "", codes.DocEncodingInvalid},
+		{"base64 url alphabet", "-_-_", EncodingBase64, 100, "", codes.DocEncodingInvalid},
+		{"base64 line break", "aGVs\nbG8=", EncodingBase64, 100, "", codes.DocEncodingInvalid},
+		{"base64 stray bits", "aGl=", EncodingBase64, 100, "", codes.DocEncodingInvalid},
+		{"base64 space", "aGk= ", EncodingBase64, 100, "", codes.DocEncodingInvalid},
+		{"not a string", 12.0, EncodingUTF8, 100, "", codes.DocContentPointerInvalid},
+		{"an object", map[string]any{}, EncodingBase64, 100, "", codes.DocContentPointerInvalid},
+		{"null", nil, EncodingUTF8, 100, "", codes.DocContentPointerInvalid},
+		{"unknown encoding", "x", Encoding("latin1"), 100, "", codes.DocEncodingInvalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,10 +130,10 @@ func TestDocuments(t *testing.T) {
 		code     string
 		detail   string
 	}{
-		{"missing", []string{"/title"}, 10, 100, CodeDocPointerInvalid, ""},
-		{"not a string", []string{"/n"}, 10, 100, CodeDocPointerInvalid, ""},
-		{"item limit", []string{"/body"}, 4, 100, CodeDocSizeExceeded, "document"},
-		{"batch limit", []string{"/body", "/files/1/content"}, 10, 6, CodeDocSizeExceeded, "batch"},
+		{"missing", []string{"/title"}, 10, 100, codes.DocContentPointerInvalid, ""},
+		{"not a string", []string{"/n"}, 10, 100, codes.DocContentPointerInvalid, ""},
+		{"item limit", []string{"/body"}, 4, 100, codes.DocSizeExceeded, "document"},
+		{"batch limit", []string{"/body", "/files/1/content"}, 10, 6, codes.DocSizeExceeded, "batch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, e := Documents(args, tc.pointers, EncodingUTF8, tc.item, tc.batch)
@@ -158,16 +160,16 @@ func TestCompareExpected(t *testing.T) {
 		{"none", nil, ""},
 		{"match", []ExpectedHash{{"/body", sha("hello")}}, ""},
 		{"all match", []ExpectedHash{{"/x", sha("x")}, {"/body", sha("hello")}}, ""},
-		{"mismatch", []ExpectedHash{{"/body", sha("hello\n")}}, CodeDocHashMismatch},
-		{"unknown pointer", []ExpectedHash{{"/title", sha("x")}}, CodeDocPointerInvalid},
-		{"twice", []ExpectedHash{{"/x", sha("x")}, {"/x", sha("x")}}, CodeDocPointerInvalid},
+		{"mismatch", []ExpectedHash{{"/body", sha("hello\n")}}, codes.DocHashMismatch},
+		{"unknown pointer", []ExpectedHash{{"/title", sha("x")}}, codes.DocContentPointerInvalid},
+		{"twice", []ExpectedHash{{"/x", sha("x")}, {"/x", sha("x")}}, codes.DocContentPointerInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := CompareExpected(got, tc.exp)
 			if (e == nil) != (tc.code == "") || (e != nil && e.Code != tc.code) {
 				t.Fatalf("got %v, want %q", e, tc.code)
 			}
-			if tc.code == CodeDocHashMismatch && (e.Details["actual"] != sha("hello") || e.Details["expected"] != sha("hello\n")) {
+			if tc.code == codes.DocHashMismatch && (e.Details["actual"] != sha("hello") || e.Details["expected"] != sha("hello\n")) {
 				t.Fatalf("details %v", e.Details)
 			}
 		})

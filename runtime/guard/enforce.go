@@ -1,5 +1,7 @@
 package guard
 
+import "github.com/quiver-mcp/quiver/runtime/codes"
+
 // Environment selects how unclassified tools are treated.
 type Environment string
 
@@ -118,7 +120,7 @@ func (g *Gate) Version() string {
 // reports them all.
 func (g *Gate) Check(c *Call) (Decision, []Check) {
 	if g.unavailable {
-		e := deny(CodeRegistryVersionMismatch, "the tool registry could not be loaded; calls are refused until it loads and matches the pinned version")
+		e := deny(codes.RegistryVersionMismatch, "the tool registry could not be loaded; calls are refused until it loads and matches the pinned version")
 		return Decision{}, []Check{{Name: CheckClassification, Err: e}}
 	}
 	d := Decision{RegistryVersion: g.reg.Version(), Class: ClassUnclassified}
@@ -136,7 +138,7 @@ func (g *Gate) Check(c *Call) (Decision, []Check) {
 
 func classify(class Class, env Environment) *Error {
 	if class == ClassUnclassified && env == EnvProd {
-		return deny(CodeUnclassifiedDenied, "no tool registry manifest classifies this tool, and unclassified tools are denied in prod")
+		return deny(codes.ToolUnclassifiedDenied, "no tool registry manifest classifies this tool, and unclassified tools are denied in prod")
 	}
 	return nil
 }
@@ -150,7 +152,7 @@ func checkDeclaration(c *Call, class Class) Check {
 		// Nothing to agree with; the declaration grants nothing either way.
 		ch.Skipped = true
 	case c.DeclaredClass != class:
-		ch.Err = deny(CodeDeclarationMismatch, "tool_class %q disagrees with the registry, which classifies the tool %s", string(c.DeclaredClass), string(class)).
+		ch.Err = deny(codes.ToolClassDeclarationMismatch, "tool_class %q disagrees with the registry, which classifies the tool %s", string(c.DeclaredClass), string(class)).
 			at("tool_class").with("declared", string(c.DeclaredClass)).with("registry", string(class))
 	}
 	return ch
@@ -162,7 +164,7 @@ func capability(c *Call, class Class) *Error {
 	if !c.ReadOnly || class == ClassRead {
 		return nil
 	}
-	return deny(CodeClassMismatch, "the caller is read-only and the tool is %s", string(class)).with("tool_class", string(class))
+	return deny(codes.ToolClassMismatch, "the caller is read-only and the tool is %s", string(class)).with("tool_class", string(class))
 }
 
 func checkKey(c *Call, class Class) Check {
@@ -170,7 +172,7 @@ func checkKey(c *Call, class Class) Check {
 		return Check{Name: CheckIdempotencyKey, Skipped: c.IdempotencyKey == ""}
 	}
 	if c.IdempotencyKey == "" {
-		return Check{Name: CheckIdempotencyKey, Err: deny(CodeIdempotencyKeyRequired, "write tools require an idempotency_key").at("idempotency_key")}
+		return Check{Name: CheckIdempotencyKey, Err: deny(codes.IdempotencyKeyRequired, "write tools require an idempotency_key").at("idempotency_key")}
 	}
 	return Check{Name: CheckIdempotencyKey}
 }
@@ -217,7 +219,7 @@ func (c *Connector) Admit(call *Call, d Decision) (Admission, []Check) {
 		if gw == "" {
 			gw = "unavailable"
 		}
-		parity.Err = deny(CodeRegistryVersionMismatch, "the front door judged this call by registry %s but the connector is pinned to %s; restart quiver to pin the current registry", short(gw), short(v)).
+		parity.Err = deny(codes.RegistryVersionMismatch, "the front door judged this call by registry %s but the connector is pinned to %s; restart quiver to pin the current registry", short(gw), short(v)).
 			with("gateway_version", gw).with("connector_version", v)
 		docs.Skipped = true
 		return a, []Check{parity, docs}
@@ -227,7 +229,7 @@ func (c *Connector) Admit(call *Call, d Decision) (Admission, []Check) {
 	a.Class, a.Policy = class, pol
 	switch {
 	case class != d.Class:
-		parity.Err = deny(CodeRegistryVersionMismatch, "the front door and the connector classify this tool differently")
+		parity.Err = deny(codes.RegistryVersionMismatch, "the front door and the connector classify this tool differently")
 	default:
 		if e := classify(class, c.env); e != nil {
 			parity.Err = e
@@ -244,7 +246,7 @@ func (c *Connector) Admit(call *Call, d Decision) (Admission, []Check) {
 	if pol == nil || !pol.IsDocumentOp || pol.Document == nil || len(pol.Document.WriteContentPointers) == 0 {
 		docs.Skipped = len(call.ExpectedHashes) == 0
 		if !docs.Skipped {
-			docs.Err = deny(CodeDocPointerInvalid, "expected_document_hashes were given but this tool has no write content pointers").at("expected_document_hashes")
+			docs.Err = deny(codes.DocContentPointerInvalid, "expected_document_hashes were given but this tool has no write content pointers").at("expected_document_hashes")
 		}
 		return a, []Check{parity, docs}
 	}
@@ -265,7 +267,7 @@ func (c *Connector) Admit(call *Call, d Decision) (Admission, []Check) {
 // against the pinned registry.
 func (c *Connector) Verify(a *Admission) *Error {
 	if a.RegistryVersion != c.pinned.Version() {
-		return deny(CodeRegistryVersionMismatch, "the call was admitted under another registry version").
+		return deny(codes.RegistryVersionMismatch, "the call was admitted under another registry version").
 			with("gateway_version", a.RegistryVersion).with("connector_version", c.pinned.Version())
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+
+	"github.com/quiver-mcp/quiver/runtime/codes"
 )
 
 // docsManifest classifies the tools of server "docs".
@@ -50,33 +52,33 @@ func TestGuards(t *testing.T) {
 		code string
 	}{
 		{"read tool", EnvProd, Call{ServerID: "docs", ToolName: "list"}, ""},
-		{"unclassified in prod", EnvProd, Call{ServerID: "docs", ToolName: "nope"}, CodeUnclassifiedDenied},
-		{"unclassified server in prod", EnvProd, Call{ServerID: "other", ToolName: "list"}, CodeUnclassifiedDenied},
+		{"unclassified in prod", EnvProd, Call{ServerID: "docs", ToolName: "nope"}, codes.ToolUnclassifiedDenied},
+		{"unclassified server in prod", EnvProd, Call{ServerID: "other", ToolName: "list"}, codes.ToolUnclassifiedDenied},
 		{"unclassified in dev", EnvDev, Call{ServerID: "docs", ToolName: "nope"}, ""},
-		{"unclassified in dev, read-only caller", EnvDev, Call{ServerID: "docs", ToolName: "nope", ReadOnly: true}, CodeClassMismatch},
-		{"declared read of a write", EnvProd, Call{ServerID: "docs", ToolName: "ping", DeclaredClass: ClassRead, IdempotencyKey: "k"}, CodeDeclarationMismatch},
-		{"declared write of a read", EnvProd, Call{ServerID: "docs", ToolName: "list", DeclaredClass: ClassWrite}, CodeDeclarationMismatch},
+		{"unclassified in dev, read-only caller", EnvDev, Call{ServerID: "docs", ToolName: "nope", ReadOnly: true}, codes.ToolClassMismatch},
+		{"declared read of a write", EnvProd, Call{ServerID: "docs", ToolName: "ping", DeclaredClass: ClassRead, IdempotencyKey: "k"}, codes.ToolClassDeclarationMismatch},
+		{"declared write of a read", EnvProd, Call{ServerID: "docs", ToolName: "list", DeclaredClass: ClassWrite}, codes.ToolClassDeclarationMismatch},
 		{"declared correctly", EnvProd, Call{ServerID: "docs", ToolName: "list", DeclaredClass: ClassRead}, ""},
 		{"declared, unclassified in dev", EnvDev, Call{ServerID: "docs", ToolName: "nope", DeclaredClass: ClassRead}, ""},
-		{"read-only caller, write tool", EnvProd, Call{ServerID: "docs", ToolName: "ping", ReadOnly: true, IdempotencyKey: "k"}, CodeClassMismatch},
+		{"read-only caller, write tool", EnvProd, Call{ServerID: "docs", ToolName: "ping", ReadOnly: true, IdempotencyKey: "k"}, codes.ToolClassMismatch},
 		{"read-only caller, read tool", EnvProd, Call{ServerID: "docs", ToolName: "list", ReadOnly: true}, ""},
-		{"write without key", EnvProd, Call{ServerID: "docs", ToolName: "ping"}, CodeIdempotencyKeyRequired},
+		{"write without key", EnvProd, Call{ServerID: "docs", ToolName: "ping"}, codes.IdempotencyKeyRequired},
 		{"write with key", EnvProd, Call{ServerID: "docs", ToolName: "ping", IdempotencyKey: "k"}, ""},
 		{"document", EnvProd, Call{ServerID: "docs", ToolName: "put", IdempotencyKey: "k", Args: map[string]any{"body": "12345678"}}, ""},
-		{"document too large", EnvProd, Call{ServerID: "docs", ToolName: "put", IdempotencyKey: "k", Args: map[string]any{"body": "123456789"}}, CodeDocSizeExceeded},
-		{"document missing", EnvProd, Call{ServerID: "docs", ToolName: "put", IdempotencyKey: "k", Args: map[string]any{}}, CodeDocPointerInvalid},
-		{"document not a string", EnvProd, Call{ServerID: "docs", ToolName: "put", IdempotencyKey: "k", Args: map[string]any{"body": []any{"x"}}}, CodeDocPointerInvalid},
+		{"document too large", EnvProd, Call{ServerID: "docs", ToolName: "put", IdempotencyKey: "k", Args: map[string]any{"body": "123456789"}}, codes.DocSizeExceeded},
+		{"document missing", EnvProd, Call{ServerID: "docs", ToolName: "put", IdempotencyKey: "k", Args: map[string]any{}}, codes.DocContentPointerInvalid},
+		{"document not a string", EnvProd, Call{ServerID: "docs", ToolName: "put", IdempotencyKey: "k", Args: map[string]any{"body": []any{"x"}}}, codes.DocContentPointerInvalid},
 		{"expected hash", EnvProd, Call{ServerID: "docs", ToolName: "put", IdempotencyKey: "k", Args: map[string]any{"body": "hello"},
 			ExpectedHashes: []ExpectedHash{{"/body", sha("hello")}}}, ""},
 		{"expected hash mismatch", EnvProd, Call{ServerID: "docs", ToolName: "put", IdempotencyKey: "k", Args: map[string]any{"body": "hello"},
-			ExpectedHashes: []ExpectedHash{{"/body", sha("hellO")}}}, CodeDocHashMismatch},
+			ExpectedHashes: []ExpectedHash{{"/body", sha("hellO")}}}, codes.DocHashMismatch},
 		{"expected hash of another pointer", EnvProd, Call{ServerID: "docs", ToolName: "put", IdempotencyKey: "k", Args: map[string]any{"body": "hello"},
-			ExpectedHashes: []ExpectedHash{{"/title", sha("hello")}}}, CodeDocPointerInvalid},
+			ExpectedHashes: []ExpectedHash{{"/title", sha("hello")}}}, codes.DocContentPointerInvalid},
 		{"expected hash on a non-document tool", EnvProd, Call{ServerID: "docs", ToolName: "ping", IdempotencyKey: "k",
-			ExpectedHashes: []ExpectedHash{{"/body", sha("")}}}, CodeDocPointerInvalid},
+			ExpectedHashes: []ExpectedHash{{"/body", sha("")}}}, codes.DocContentPointerInvalid},
 		{"base64 document", EnvProd, Call{ServerID: "docs", ToolName: "put64", IdempotencyKey: "k", Args: map[string]any{"data": b64},
 			ExpectedHashes: []ExpectedHash{{"/data", sha("bytes")}}}, ""},
-		{"base64 invalid", EnvProd, Call{ServerID: "docs", ToolName: "put64", IdempotencyKey: "k", Args: map[string]any{"data": "not base64!"}}, CodeDocEncodingInvalid},
+		{"base64 invalid", EnvProd, Call{ServerID: "docs", ToolName: "put64", IdempotencyKey: "k", Args: map[string]any{"data": "not base64!"}}, codes.DocEncodingInvalid},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,17 +120,17 @@ func TestRegistryParity(t *testing.T) {
 	}
 	_, checks = NewConnector(pinned, EnvProd).Admit(call, d)
 	e := FirstFailure(checks)
-	if e == nil || e.Code != CodeRegistryVersionMismatch || e.Details["connector_version"] != pinned.Version() || e.Details["gateway_version"] != tampered.Version() {
+	if e == nil || e.Code != codes.RegistryVersionMismatch || e.Details["connector_version"] != pinned.Version() || e.Details["gateway_version"] != tampered.Version() {
 		t.Fatalf("got %+v", e)
 	}
 	// A registry that failed to load refuses at the front door already.
 	_, checks = UnavailableGate(EnvProd).Check(call)
-	if e := FirstFailure(checks); e == nil || e.Code != CodeRegistryVersionMismatch {
+	if e := FirstFailure(checks); e == nil || e.Code != codes.RegistryVersionMismatch {
 		t.Fatalf("unavailable gate: %v", e)
 	}
 	// Verify catches an admission made under another version.
 	a := &Admission{Decision: Decision{RegistryVersion: tampered.Version()}}
-	if e := NewConnector(pinned, EnvProd).Verify(a); e == nil || e.Code != CodeRegistryVersionMismatch {
+	if e := NewConnector(pinned, EnvProd).Verify(a); e == nil || e.Code != codes.RegistryVersionMismatch {
 		t.Fatalf("verify: %v", e)
 	}
 }
@@ -146,9 +148,9 @@ func TestCheckResult(t *testing.T) {
 		t.Fatalf("%v %d %v", docs, n, e)
 	}
 	for doc, code := range map[string]string{
-		`{"content":[{"type":"text","text":"abcde"}]}`: CodeDocSizeExceeded,
-		`{"content":[]}`: CodeDocPointerInvalid,
-		`{"content":[{"type":"image","data":"x"}]}`: CodeDocPointerInvalid,
+		`{"content":[{"type":"text","text":"abcde"}]}`: codes.DocSizeExceeded,
+		`{"content":[]}`: codes.DocContentPointerInvalid,
+		`{"content":[{"type":"image","data":"x"}]}`: codes.DocContentPointerInvalid,
 	} {
 		if _, _, e := c.CheckResult(&a, decode(t, doc)); e == nil || e.Code != code {
 			t.Errorf("%s: %v, want %s", doc, e, code)
@@ -176,7 +178,7 @@ func TestDryRunSeesEveryCheck(t *testing.T) {
 	if strings.Join(names, ",") != "registry_classification,tool_class_declaration,read_only_capability,idempotency_key" {
 		t.Fatalf("checks %v", names)
 	}
-	if strings.Join(failed, ",") != CodeDeclarationMismatch+","+CodeClassMismatch+","+CodeIdempotencyKeyRequired {
+	if strings.Join(failed, ",") != codes.ToolClassDeclarationMismatch+","+codes.ToolClassMismatch+","+codes.IdempotencyKeyRequired {
 		t.Fatalf("failed %v", failed)
 	}
 }

@@ -21,54 +21,16 @@
 //
 // Every check is deterministic and runs before the upstream is touched,
 // except the read-side document guards, which judge the upstream's result.
-// Errors are *Error values with the stable codes below; their messages are
-// one line and never carry argument values.
+// Errors are *Error values with the stable codes of package codes (spec
+// 000's eight and quiver's additions for the same guards); their messages
+// are one line and never carry argument values.
 package guard
 
 import (
 	"fmt"
 	"strings"
-)
 
-// Stable error codes. The first eight are spec 000's; the others are
-// quiver's additions for the same guards.
-const (
-	// CodeUnclassifiedDenied: no manifest classifies {server_id, tool_name}
-	// and the environment is prod.
-	CodeUnclassifiedDenied = "TOOL_UNCLASSIFIED_DENIED"
-	// CodeClassMismatch: a read-only caller called a write tool.
-	CodeClassMismatch = "TOOL_CLASS_MISMATCH"
-	// CodeDeclarationMismatch: the caller's declared tool_class disagrees
-	// with the registry.
-	CodeDeclarationMismatch = "TOOL_CLASS_DECLARATION_MISMATCH"
-	// CodeDocSizeExceeded: a document, or the documents of one call, exceed
-	// the manifest's limits.
-	CodeDocSizeExceeded = "DOC_SIZE_EXCEEDED"
-	// CodeDocHashMismatch: a document's sha256 differs from the caller's
-	// expected_document_hashes.
-	CodeDocHashMismatch = "DOC_HASH_MISMATCH"
-	// CodeDocPointerInvalid: a content pointer does not address a string, or
-	// an expected hash names a pointer that is not a content pointer.
-	CodeDocPointerInvalid = "DOC_CONTENT_POINTER_INVALID"
-	// CodeDocEncodingInvalid: content is not valid for its content_encoding.
-	CodeDocEncodingInvalid = "DOC_ENCODING_INVALID"
-	// CodeIdempotencyKeyRequired: a write tool was called without an
-	// idempotency_key.
-	CodeIdempotencyKeyRequired = "IDEMPOTENCY_KEY_REQUIRED"
-	// CodeIdempotencyKeyReused: the key was used before with another tool or
-	// other arguments.
-	CodeIdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED"
-	// CodeIdempotencyInProgress: a call with the same key is running now;
-	// retry after it finishes.
-	CodeIdempotencyInProgress = "IDEMPOTENCY_KEY_IN_PROGRESS"
-	// CodeIdempotencyOutcomeUnknown: a call with the same key was sent
-	// upstream but its outcome is unknown (timeout, cancellation, crash);
-	// it is never sent again under this key.
-	CodeIdempotencyOutcomeUnknown = "IDEMPOTENCY_OUTCOME_UNKNOWN"
-	// CodeRegistryVersionMismatch: the front door and the connector judged
-	// the call against different registry versions (split-brain), or the
-	// registry could not be loaded.
-	CodeRegistryVersionMismatch = "REGISTRY_VERSION_MISMATCH"
+	"github.com/quiver-mcp/quiver/runtime/codes"
 )
 
 // Error is a guard's refusal: a stable code, a one-line message without
@@ -86,11 +48,12 @@ type Error struct {
 // Error implements error.
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-// deny builds an Error; the message is formatted and made one line.
+// deny builds an Error with the code's retryable hint; the message is
+// formatted and made one line.
 func deny(code, format string, args ...any) *Error {
 	msg := fmt.Sprintf(format, args...)
 	msg = strings.Join(strings.Fields(msg), " ")
-	return &Error{Code: code, Message: msg}
+	return &Error{Code: code, Message: msg, Retryable: codes.Retryable(code)}
 }
 
 func (e *Error) at(ptr string) *Error { e.Pointer = ptr; return e }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/quiver-mcp/quiver/runtime/codes"
 )
 
 // FuzzResolve: pointer parsing and extraction never panic, reject only
@@ -38,7 +40,7 @@ func FuzzResolve(f *testing.F) {
 			t.Fatalf("resolved %q but it does not parse: %v", ptr, err)
 		}
 		// Extraction of whatever was found behaves.
-		if _, e := DecodeContent(got, ptr, EncodingUTF8, 1<<20); e != nil && e.Code != CodeDocPointerInvalid && e.Code != CodeDocSizeExceeded && e.Code != CodeDocEncodingInvalid {
+		if _, e := DecodeContent(got, ptr, EncodingUTF8, 1<<20); e != nil && e.Code != codes.DocContentPointerInvalid && e.Code != codes.DocSizeExceeded && e.Code != codes.DocEncodingInvalid {
 			t.Fatalf("code %s", e.Code)
 		}
 	})
@@ -56,13 +58,13 @@ func FuzzBase64(f *testing.F) {
 		want, werr := base64.StdEncoding.Strict().DecodeString(s)
 		if e != nil {
 			switch e.Code {
-			case CodeDocEncodingInvalid:
+			case codes.DocEncodingInvalid:
 				// Refused: either the standard decoder refuses too, or s
 				// has a line break it would have skipped.
 				if werr == nil && !containsLineBreak(s) {
 					t.Fatalf("%q refused, the standard decoder accepts it", s)
 				}
-			case CodeDocSizeExceeded:
+			case codes.DocSizeExceeded:
 				if len(s) <= 1<<20 {
 					t.Fatalf("%q: size exceeded", s)
 				}
@@ -79,7 +81,7 @@ func FuzzBase64(f *testing.F) {
 		}
 		// The limit is exact.
 		if len(b) > 0 {
-			if _, e := DecodeContent(s, "/p", EncodingBase64, int64(len(b)-1)); e == nil || e.Code != CodeDocSizeExceeded {
+			if _, e := DecodeContent(s, "/p", EncodingBase64, int64(len(b)-1)); e == nil || e.Code != codes.DocSizeExceeded {
 				t.Fatalf("%q: limit %d not enforced", s, len(b)-1)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+	"github.com/quiver-mcp/quiver/runtime/codes"
 )
 
 // DefaultIdempotencyTTL is how long an idempotency record is kept.
@@ -230,7 +231,7 @@ func getRecord(txn *badger.Txn, k []byte) (record, bool, error) {
 func (s *IdempotencyStore) judge(rec record, fingerprint string) (json.RawMessage, *Error) {
 	switch {
 	case rec.Fingerprint != fingerprint:
-		return nil, deny(CodeIdempotencyKeyReused, "this idempotency_key was used for another call (another tool or other arguments); use a new key").at("idempotency_key")
+		return nil, deny(codes.IdempotencyKeyReused, "this idempotency_key was used for another call (another tool or other arguments); use a new key").at("idempotency_key")
 	case rec.State == stateDone:
 		if len(rec.Payload) == 0 {
 			return json.RawMessage("{}"), nil
@@ -239,7 +240,7 @@ func (s *IdempotencyStore) judge(rec record, fingerprint string) (json.RawMessag
 	case rec.State == statePending && rec.Instance == s.instance:
 		return nil, inProgress()
 	}
-	e := deny(CodeIdempotencyOutcomeUnknown, "a call with this idempotency_key was sent but its outcome is unknown; it is not sent again: check the target, then use a new key").at("idempotency_key")
+	e := deny(codes.IdempotencyOutcomeUnknown, "a call with this idempotency_key was sent but its outcome is unknown; it is not sent again: check the target, then use a new key").at("idempotency_key")
 	if rec.FirstError != "" {
 		e.with("first_error", rec.FirstError)
 	}
@@ -247,9 +248,7 @@ func (s *IdempotencyStore) judge(rec record, fingerprint string) (json.RawMessag
 }
 
 func inProgress() *Error {
-	e := deny(CodeIdempotencyInProgress, "a call with this idempotency_key is running; retry when it has finished").at("idempotency_key")
-	e.Retryable = true
-	return e
+	return deny(codes.IdempotencyKeyInProgress, "a call with this idempotency_key is running; retry when it has finished").at("idempotency_key")
 }
 
 func (s *IdempotencyStore) put(txn *badger.Txn, k []byte, rec record) error {

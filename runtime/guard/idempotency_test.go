@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"testing"
+
+	"github.com/quiver-mcp/quiver/runtime/codes"
 )
 
 func openMem(t *testing.T) *IdempotencyStore {
@@ -51,18 +53,18 @@ func TestIdempotencyLifecycle(t *testing.T) {
 	}
 	steps = append(steps,
 		step{name: "fresh", principal: "p", key: "k1", fp: "f1"},
-		step{name: "running", principal: "p", key: "k1", fp: "f1", code: CodeIdempotencyInProgress},
-		step{name: "running, other args", principal: "p", key: "k1", fp: "f2", code: CodeIdempotencyKeyReused},
+		step{name: "running", principal: "p", key: "k1", fp: "f1", code: codes.IdempotencyKeyInProgress},
+		step{name: "running, other args", principal: "p", key: "k1", fp: "f2", code: codes.IdempotencyKeyReused},
 		step{name: "other principal", principal: "q", key: "k1", fp: "f1", then: complete(`{"q":1}`)},
 		step{name: "k2 fresh", principal: "p", key: "k2", fp: "f1", then: complete(`{"ok":1}`)},
 		step{name: "k2 replay", principal: "p", key: "k2", fp: "f1", replay: `{"ok":1}`},
-		step{name: "k2 reused", principal: "p", key: "k2", fp: "f9", code: CodeIdempotencyKeyReused},
+		step{name: "k2 reused", principal: "p", key: "k2", fp: "f9", code: codes.IdempotencyKeyReused},
 		step{name: "k3 fresh", principal: "p", key: "k3", fp: "f1", then: func(r *Reservation) {
 			if err := s.Abandon(ctx, r, "UPSTREAM_TIMEOUT"); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		step{name: "k3 unknown", principal: "p", key: "k3", fp: "f1", code: CodeIdempotencyOutcomeUnknown},
+		step{name: "k3 unknown", principal: "p", key: "k3", fp: "f1", code: codes.IdempotencyOutcomeUnknown},
 		step{name: "k4 fresh", principal: "p", key: "k4", fp: "f1", then: func(r *Reservation) {
 			if err := s.Release(ctx, r); err != nil {
 				t.Fatal(err)
@@ -80,7 +82,7 @@ func TestIdempotencyLifecycle(t *testing.T) {
 			if refusal == nil || refusal.Code != st.code {
 				t.Fatalf("%s: refusal %v, want %s", st.name, refusal, st.code)
 			}
-			if (st.code == CodeIdempotencyInProgress) != refusal.Retryable {
+			if (st.code == codes.IdempotencyKeyInProgress) != refusal.Retryable {
 				t.Fatalf("%s: retryable %v", st.name, refusal.Retryable)
 			}
 			continue
@@ -129,7 +131,7 @@ func TestIdempotencyConcurrent(t *testing.T) {
 				mu.Lock()
 				fresh++
 				mu.Unlock()
-			} else if refusal != nil && refusal.Code != CodeIdempotencyInProgress {
+			} else if refusal != nil && refusal.Code != codes.IdempotencyKeyInProgress {
 				t.Errorf("refusal %v", refusal)
 			}
 		}()
@@ -168,7 +170,7 @@ func TestIdempotencyDurable(t *testing.T) {
 	if err != nil || refusal != nil || string(r.Replay) != `{"x":1}` {
 		t.Fatalf("after reopen: %v %v %v", r, refusal, err)
 	}
-	if _, refusal, _ := s.Begin(ctx, "p", "pending", "f"); refusal == nil || refusal.Code != CodeIdempotencyOutcomeUnknown {
+	if _, refusal, _ := s.Begin(ctx, "p", "pending", "f"); refusal == nil || refusal.Code != codes.IdempotencyOutcomeUnknown {
 		t.Fatalf("pending of a dead process: %v", refusal)
 	}
 	if _, err := OpenIdempotency(IdempotencyOptions{}); err == nil {

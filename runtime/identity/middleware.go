@@ -26,6 +26,10 @@ type MiddlewareOptions struct {
 	// the Reason* codes, before the 401 is written; the runtime writes a
 	// receipt there. It must not write to the response.
 	OnDeny func(r *http.Request, reason string)
+	// OnAllow, when set, is called with the principal of every
+	// authenticated request before the wrapped handler runs; the runtime
+	// remembers it for the receipt of a request the handler then refuses.
+	OnAllow func(r *http.Request, p Principal)
 }
 
 // Middleware returns HTTP middleware that authenticates every request
@@ -102,6 +106,9 @@ func (v *Verifier) Middleware(o MiddlewareOptions) func(http.Handler) http.Handl
 				}
 				writeUnauthorized(w, challenge(reason), reason)
 				return
+			}
+			if o.OnAllow != nil {
+				o.OnAllow(r, p)
 			}
 			ctx := WithSubjectToken(WithPrincipal(r.Context(), p), NewSubjectToken(token))
 			inner.ServeHTTP(w, r.Clone(ctx))

@@ -9,6 +9,7 @@ import (
 	"maps"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/runtime/codes"
 )
 
 // acquire returns the live session, waiting (bounded by ctx) while the
@@ -23,9 +24,9 @@ func (c *Client) acquire(ctx context.Context) (*session, error) {
 			return s, nil
 		case StatusClosed:
 			if errors.Is(st.Err, ErrInvalidSpec) {
-				return nil, newError(CodeUpstreamError, fmt.Errorf("upstream %q: %w", c.spec.Name, st.Err))
+				return nil, newError(codes.UpstreamError, fmt.Errorf("upstream %q: %w", c.spec.Name, st.Err))
 			}
-			return nil, newError(CodeUnavailable, fmt.Errorf("upstream %q: %w", c.spec.Name, ErrClosed))
+			return nil, newError(codes.UpstreamUnavailable, fmt.Errorf("upstream %q: %w", c.spec.Name, ErrClosed))
 		case StatusDown:
 			return nil, c.notConnected(st.Err)
 		}
@@ -33,7 +34,7 @@ func (c *Client) acquire(ctx context.Context) (*session, error) {
 		case <-changed:
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.Canceled) && !errors.Is(context.Cause(ctx), ErrCallTimeout) {
-				return nil, newError(CodeUpstreamError, context.Cause(ctx))
+				return nil, newError(codes.UpstreamError, context.Cause(ctx))
 			}
 			return nil, c.notConnected(fmt.Errorf("still %s: %w", st.Status, context.Cause(ctx)))
 		}
@@ -50,11 +51,11 @@ func (c *Client) notConnected(last error) *Error {
 	var le *Error
 	if errors.As(last, &le) {
 		switch le.Code {
-		case CodeAuthFailed, CodePermissionDenied, CodeRateLimited:
+		case codes.AuthFailed, codes.PermissionDenied, codes.RateLimited:
 			return &Error{Code: le.Code, Retryable: le.Retryable, Err: err, HTTPStatus: le.HTTPStatus, RetryAfter: le.RetryAfter}
 		}
 	}
-	return newError(CodeUnavailable, err)
+	return newError(codes.UpstreamUnavailable, err)
 }
 
 // do runs f against the live session with the per-call timeout applied and
@@ -82,10 +83,10 @@ func do[T any](c *Client, ctx context.Context, op string, f func(context.Context
 	}
 	e := classify(ctx, cctx, probe, s.isEnded(), err)
 	e.Err = fmt.Errorf("upstream %q: %s: %w", c.spec.Name, op, e.Err)
-	if e.Code == CodeUnavailable {
+	if e.Code == codes.UpstreamUnavailable {
 		s.markBroken(e)
 	}
-	if e.Code != CodeUpstreamError {
+	if e.Code != codes.UpstreamError {
 		c.logger.Debug("upstream call failed", "op", op, "code", e.Code, "err", e.Err)
 	}
 	return zero, e
@@ -195,22 +196,24 @@ func (c *Client) CallToolParams(ctx context.Context, params *mcp.CallToolParams)
 		p.Arguments = map[string]any{}
 	}
 	return do(c, ctx, fmt.Sprintf("tools/call %q", p.Name), func(ctx context.Context, cs *mcp.ClientSession) (*mcp.CallToolResult, error) {
-		return cs.CallTool(ctx, &p)
+		return rounds(ctx, c, cs, toolAsks, func(answers mcp.InputResponseMap, state string) (*mcp.CallToolResult, error) {
+			q := p
+			if answers != nil {
+				q.InputResponses, q.RequestState = answers, state
+			}
+			return cs.CallTool(ctx, &q)
+		})
 	})
 }
 
 // ReadResource reads the resource at uri.
 func (c *Client) ReadResource(ctx context.Context, uri string) (*mcp.ReadResourceResult, error) {
-	return do(c, ctx, "resources/read", func(ctx context.Context, cs *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
-		return cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
-	})
+	return c.ReadResourceParams(ctx, &mcp.ReadResourceParams{URI: uri})
 }
 
 // GetPrompt renders the prompt name with args.
 func (c *Client) GetPrompt(ctx context.Context, name string, args map[string]string) (*mcp.GetPromptResult, error) {
-	return do(c, ctx, fmt.Sprintf("prompts/get %q", name), func(ctx context.Context, cs *mcp.ClientSession) (*mcp.GetPromptResult, error) {
-		return cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args})
-	})
+	return c.GetPromptParams(ctx, &mcp.GetPromptParams{Name: name, Arguments: args})
 }
 
 // Ping checks that the upstream answers.
@@ -266,7 +269,13 @@ func (c *Client) GetPromptParams(ctx context.Context, params *mcp.GetPromptParam
 	p := *params
 	p.Meta = maps.Clone(params.Meta)
 	return do(c, ctx, fmt.Sprintf("prompts/get %q", p.Name), func(ctx context.Context, cs *mcp.ClientSession) (*mcp.GetPromptResult, error) {
-		return cs.GetPrompt(ctx, &p)
+		return rounds(ctx, c, cs, promptAsks, func(answers mcp.InputResponseMap, state string) (*mcp.GetPromptResult, error) {
+			q := p
+			if answers != nil {
+				q.InputResponses, q.RequestState = answers, state
+			}
+			return cs.GetPrompt(ctx, &q)
+		})
 	})
 }
 
@@ -276,6 +285,12 @@ func (c *Client) ReadResourceParams(ctx context.Context, params *mcp.ReadResourc
 	p := *params
 	p.Meta = maps.Clone(params.Meta)
 	return do(c, ctx, "resources/read", func(ctx context.Context, cs *mcp.ClientSession) (*mcp.ReadResourceResult, error) {
-		return cs.ReadResource(ctx, &p)
+		return rounds(ctx, c, cs, resourceAsks, func(answers mcp.InputResponseMap, state string) (*mcp.ReadResourceResult, error) {
+			q := p
+			if answers != nil {
+				q.InputResponses, q.RequestState = answers, state
+			}
+			return cs.ReadResource(ctx, &q)
+		})
 	})
 }

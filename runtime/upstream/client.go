@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/runtime/codes"
 )
 
 // Supervisor backoff parameters.
@@ -71,6 +72,9 @@ type State struct {
 	Since    time.Time // when Status was entered
 	Connects int       // successful connects so far (a reconnect makes it > 1)
 	PID      int       // process id of the stdio child while ready, else 0
+	// Protocol is the MCP revision negotiated with the upstream while
+	// ready ("" otherwise).
+	Protocol string
 }
 
 // Options are the hooks of a Client. All are optional. Hooks are called from
@@ -242,6 +246,9 @@ func New(spec Spec, opts Options) *Client {
 		LoggingMessageHandler:       c.onLog,
 		ProgressNotificationHandler: c.onProgress,
 		ResourceUpdatedHandler:      c.onResourceUpdated,
+		// Input requests of an upstream's input_required result are
+		// answered (or relayed) by rounds, not by the go-sdk's own loop.
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	}
 	if opts.OnCreateMessage != nil {
 		//lint:ignore SA1019 see Options.OnCreateMessage.
@@ -428,7 +435,7 @@ func (c *Client) Run(ctx context.Context) error {
 			c.teardown(s, ErrClosed)
 			break
 		}
-		down := newError(CodeUnavailable, fmt.Errorf("%w: %w", ErrSessionEnded, reason))
+		down := newError(codes.UpstreamUnavailable, fmt.Errorf("%w: %w", ErrSessionEnded, reason))
 		c.logger.Warn("upstream session ended", "err", reason)
 		c.setState(StatusDown, down, nil)
 		c.teardown(s, reason)
@@ -477,7 +484,7 @@ func (c *Client) watch(ctx context.Context, s *session) error {
 			if err != nil {
 				e := classify(ctx, pctx, probe, s.isEnded(), err)
 				c.logger.Debug("upstream ping failed", "err", e)
-				if e.Code == CodeUnavailable {
+				if e.Code == codes.UpstreamUnavailable {
 					return fmt.Errorf("health ping: %w", e)
 				}
 			}
@@ -598,10 +605,13 @@ func (c *Client) setState(st Status, err error, s *session) {
 // after unlocking (nil if none).
 func (c *Client) setStateLocked(st Status, err error, s *session) func() {
 	prev := c.state.Status
-	c.state.Status, c.state.Err, c.state.Since, c.state.PID = st, err, time.Now(), 0
+	c.state.Status, c.state.Err, c.state.Since, c.state.PID, c.state.Protocol = st, err, time.Now(), 0, ""
 	c.cur = s
 	if st == StatusReady {
 		c.state.Connects++
+		if s != nil && s.cs != nil && s.cs.InitializeResult() != nil {
+			c.state.Protocol = s.cs.InitializeResult().ProtocolVersion
+		}
 		if s != nil && s.cmd != nil && s.cmd.Process != nil {
 			c.state.PID = s.cmd.Process.Pid
 		}

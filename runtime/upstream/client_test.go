@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/runtime/codes"
 )
 
 // transports runs f once per transport against a fresh test upstream started
@@ -128,7 +129,7 @@ func TestCallsAcrossTransports(t *testing.T) {
 		}
 
 		_, err = c.CallTool(ctx, "no_such_tool", nil)
-		wantCode(t, err, CodeUpstreamError)
+		wantCode(t, err, codes.UpstreamError)
 		if IsRetryable(err) {
 			t.Error("an unknown tool must not be retryable")
 		}
@@ -146,7 +147,7 @@ func TestCallsAcrossTransports(t *testing.T) {
 			t.Fatalf("ReadResource = %+v, %v", rr, err)
 		}
 		_, err = c.ReadResource(ctx, "test://missing")
-		wantCode(t, err, CodeUpstreamError)
+		wantCode(t, err, codes.UpstreamError)
 
 		prompts, err := c.ListPrompts(ctx)
 		if err != nil || len(prompts) != 1 || prompts[0].Name != "greet" {
@@ -190,7 +191,7 @@ func TestTimeoutAndCancellation(t *testing.T) {
 		// Spec.CallTimeout -> UPSTREAM_TIMEOUT, and the upstream sees the cancellation.
 		begin := time.Now()
 		_, err := c.CallTool(context.Background(), "hang", nil)
-		e := wantCode(t, err, CodeTimeout)
+		e := wantCode(t, err, codes.UpstreamTimeout)
 		if !e.Retryable || !errors.Is(err, ErrCallTimeout) {
 			t.Errorf("timeout error = %+v, want retryable wrapping ErrCallTimeout", e)
 		}
@@ -205,13 +206,13 @@ func TestTimeoutAndCancellation(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		_, err = c.CallTool(ctx, "sleep", map[string]any{"ms": 5000})
 		cancel()
-		wantCode(t, err, CodeTimeout)
+		wantCode(t, err, codes.UpstreamTimeout)
 
 		// Caller cancellation propagates upstream and is not retryable.
 		ctx, cancel = context.WithCancel(context.Background())
 		time.AfterFunc(100*time.Millisecond, cancel)
 		_, err = c.CallTool(ctx, "hang", nil)
-		e = wantCode(t, err, CodeUpstreamError)
+		e = wantCode(t, err, codes.UpstreamError)
 		if e.Retryable || !errors.Is(err, context.Canceled) {
 			t.Errorf("cancel error = %+v, want non-retryable wrapping context.Canceled", e)
 		}
@@ -263,13 +264,13 @@ func TestStdioCrashMidCallAndRestart(t *testing.T) {
 
 	begin := time.Now()
 	_, err := c.CallTool(context.Background(), "crash", nil)
-	wantCode(t, err, CodeUnavailable)
+	wantCode(t, err, codes.UpstreamUnavailable)
 	if !IsRetryable(err) {
 		t.Error("UPSTREAM_UNAVAILABLE must be retryable")
 	}
 	select {
 	case err := <-hangErr:
-		wantCode(t, err, CodeUnavailable)
+		wantCode(t, err, codes.UpstreamUnavailable)
 	case <-time.After(3 * time.Second):
 		t.Fatal("in-flight call did not return after the process died")
 	}
@@ -388,19 +389,19 @@ func TestHTTPStatusMapping(t *testing.T) {
 		calls     []call
 	}{
 		{name: "401 without token", args: []string{"-fail-auth", "-token", "t0k"},
-			connect: CodeAuthFailed, calls: []call{{"echo", CodeAuthFailed}}},
+			connect: codes.AuthFailed, calls: []call{{"echo", codes.AuthFailed}}},
 		{name: "401 with wrong token", args: []string{"-fail-auth", "-token", "t0k"}, headers: http.Header{"Authorization": {"Bearer nope"}},
-			connect: CodeAuthFailed, calls: []call{{"echo", CodeAuthFailed}}},
+			connect: codes.AuthFailed, calls: []call{{"echo", codes.AuthFailed}}},
 		{name: "valid token", args: []string{"-fail-auth", "-token", "t0k"}, headers: http.Header{"Authorization": {"Bearer t0k"}},
 			connectOK: true, calls: []call{{"echo", ""}}},
 		{name: "403 at connect", args: []string{"-reject", "*=403"},
-			connect: CodePermissionDenied, calls: []call{{"echo", CodePermissionDenied}}},
+			connect: codes.PermissionDenied, calls: []call{{"echo", codes.PermissionDenied}}},
 		{name: "429 at connect", args: []string{"-reject", "*=429"},
-			connect: CodeRateLimited, calls: []call{{"echo", CodeRateLimited}}},
+			connect: codes.RateLimited, calls: []call{{"echo", codes.RateLimited}}},
 		{name: "503 at connect", args: []string{"-reject", "*=503"},
-			connect: CodeUnavailable, calls: []call{{"echo", CodeUnavailable}}},
+			connect: codes.UpstreamUnavailable, calls: []call{{"echo", codes.UpstreamUnavailable}}},
 		{name: "per-call statuses", args: []string{"-reject", "add=429", "-reject", "fail=403", "-reject", "sleep=401", "-reject", "hang=500"},
-			connectOK: true, calls: []call{{"add", CodeRateLimited}, {"echo", ""}, {"fail", CodePermissionDenied}, {"echo", ""}, {"hang", CodeUpstreamError}, {"echo", ""}, {"sleep", CodeAuthFailed}}},
+			connectOK: true, calls: []call{{"add", codes.RateLimited}, {"echo", ""}, {"fail", codes.PermissionDenied}, {"echo", ""}, {"hang", codes.UpstreamError}, {"echo", ""}, {"sleep", codes.AuthFailed}}},
 	}
 	for _, tr := range []string{"http", "sse"} {
 		for _, tc := range tests {
@@ -420,7 +421,7 @@ func TestHTTPStatusMapping(t *testing.T) {
 					waitFor(t, "connect failure", 5*time.Second, func() bool { return c.State().Status == StatusDown })
 					st := c.State()
 					e := wantCode(t, st.Err, tc.connect)
-					if tc.connect == CodeRateLimited && (e.RetryAfter != time.Second || !e.Retryable) {
+					if tc.connect == codes.RateLimited && (e.RetryAfter != time.Second || !e.Retryable) {
 						t.Errorf("429 error = %+v, want retryable with RetryAfter 1s", e)
 					}
 				}
@@ -430,7 +431,7 @@ func TestHTTPStatusMapping(t *testing.T) {
 					if cl.code == "" {
 						// A 401/403 answer breaks a go-sdk HTTP session (only 429
 						// and 5xx do not); the supervisor reconnects.
-						for i := 0; err != nil && Code(err) == CodeUnavailable && i < 100; i++ {
+						for i := 0; err != nil && Code(err) == codes.UpstreamUnavailable && i < 100; i++ {
 							time.Sleep(50 * time.Millisecond)
 							_, err = c.CallTool(context.Background(), cl.tool, args)
 						}
@@ -440,7 +441,7 @@ func TestHTTPStatusMapping(t *testing.T) {
 						continue
 					}
 					e := wantCode(t, err, cl.code)
-					if want := cl.code == CodeRateLimited || cl.code == CodeUnavailable; e.Retryable != want {
+					if want := cl.code == codes.RateLimited || cl.code == codes.UpstreamUnavailable; e.Retryable != want {
 						t.Errorf("%s: retryable = %v, want %v", cl.tool, e.Retryable, want)
 					}
 				}
@@ -574,13 +575,13 @@ func TestHTTPServerLossAndRecovery(t *testing.T) {
 	}()
 	begin := time.Now()
 	_, err := c.CallTool(context.Background(), "sleep", map[string]any{"ms": 5000})
-	wantCode(t, err, CodeUnavailable)
+	wantCode(t, err, codes.UpstreamUnavailable)
 	if d := time.Since(begin); d > 3*time.Second {
 		t.Errorf("loss detection took %v", d)
 	}
 	waitFor(t, "down", 5*time.Second, func() bool { return c.State().Status != StatusReady })
 	_, err = c.CallTool(context.Background(), "echo", map[string]any{"text": "x"})
-	wantCode(t, err, CodeUnavailable)
+	wantCode(t, err, codes.UpstreamUnavailable)
 
 	// Back on the same address: the supervisor reconnects and the catalog refreshes.
 	before := toolsChanged.Load()
@@ -601,7 +602,7 @@ func TestHealthPingDetectsIdleLoss(t *testing.T) {
 	srv.kill()
 	waitFor(t, "the health ping to notice", 5*time.Second, func() bool { return c.State().Status != StatusReady })
 	_, err := c.ListTools(context.Background())
-	wantCode(t, err, CodeUnavailable)
+	wantCode(t, err, codes.UpstreamUnavailable)
 }
 
 func TestProgressAndStderr(t *testing.T) {
@@ -656,7 +657,7 @@ func TestLifecycleErrors(t *testing.T) {
 		t.Fatalf("Run(invalid) = %v", err)
 	}
 	_, err = bad.CallTool(context.Background(), "x", nil)
-	wantCode(t, err, CodeUpstreamError)
+	wantCode(t, err, codes.UpstreamError)
 
 	c := New(stdioSpec("life"), Options{})
 	r := start(t, c)
@@ -674,7 +675,7 @@ func TestLifecycleErrors(t *testing.T) {
 		t.Errorf("status after Close = %s", st.Status)
 	}
 	_, err = c.CallTool(context.Background(), "echo", nil)
-	wantCode(t, err, CodeUnavailable)
+	wantCode(t, err, codes.UpstreamUnavailable)
 	if !errors.Is(err, ErrClosed) {
 		t.Errorf("call after Close = %v, want ErrClosed", err)
 	}
@@ -685,10 +686,10 @@ func TestLifecycleErrors(t *testing.T) {
 	// A command that does not exist: down with UPSTREAM_UNAVAILABLE, calls fail fast.
 	missing := start(t, New(Spec{Name: "missing", Command: []string{filepath.Join(t.TempDir(), "nope")}}, Options{}))
 	waitFor(t, "down", 5*time.Second, func() bool { return missing.State().Status == StatusDown })
-	wantCode(t, missing.State().Err, CodeUnavailable)
+	wantCode(t, missing.State().Err, codes.UpstreamUnavailable)
 	begin := time.Now()
 	_, err = missing.CallTool(context.Background(), "echo", nil)
-	wantCode(t, err, CodeUnavailable)
+	wantCode(t, err, codes.UpstreamUnavailable)
 	if !errors.Is(err, ErrNotConnected) || time.Since(begin) > time.Second {
 		t.Errorf("call while down = %v after %v", err, time.Since(begin))
 	}
@@ -696,7 +697,7 @@ func TestLifecycleErrors(t *testing.T) {
 	// A server that never answers the handshake: connect timeout.
 	mute := start(t, New(Spec{Name: "mute", Command: []string{"sleep", "30"}, ConnectTimeout: 200 * time.Millisecond, TerminateGrace: 100 * time.Millisecond}, Options{}))
 	waitFor(t, "connect timeout", 5*time.Second, func() bool { return mute.State().Status == StatusDown })
-	if e := wantCode(t, mute.State().Err, CodeTimeout); !errors.Is(e, ErrConnectTimeout) {
+	if e := wantCode(t, mute.State().Err, codes.UpstreamTimeout); !errors.Is(e, ErrConnectTimeout) {
 		t.Errorf("connect timeout error = %v", e)
 	}
 }

@@ -17,16 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-)
-
-// Error codes of the upstream-error taxonomy (spec 003 §3.4).
-const (
-	CodeTimeout          = "UPSTREAM_TIMEOUT"     // the call or handshake ran out of time; retryable
-	CodeUnavailable      = "UPSTREAM_UNAVAILABLE" // not connected, process died, connection refused/closed; retryable
-	CodeAuthFailed       = "AUTH_FAILED"          // HTTP 401
-	CodePermissionDenied = "PERMISSION_DENIED"    // HTTP 403
-	CodeRateLimited      = "RATE_LIMITED"         // HTTP 429; retryable
-	CodeUpstreamError    = "UPSTREAM_ERROR"       // anything else, including JSON-RPC errors from the server
+	"github.com/quiver-mcp/quiver/runtime/codes"
 )
 
 // Sentinel causes wrapped by *Error values.
@@ -51,7 +42,7 @@ var (
 // Error is the classified failure of an upstream call or connection attempt.
 // An upstream tool's own isError result is not an Error.
 type Error struct {
-	Code      string // one of the Code* constants
+	Code      string // one of the upstream-error codes of package codes
 	Retryable bool   // the same call may succeed if retried
 	Err       error  // the underlying cause (may be logged, never shown verbatim to a model)
 
@@ -73,7 +64,7 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Code returns the taxonomy code of err: "" for nil, the Code of the first
-// *Error in its chain, or CodeUpstreamError for any other error.
+// *Error in its chain, or codes.UpstreamError for any other error.
 func Code(err error) string {
 	if err == nil {
 		return ""
@@ -82,7 +73,7 @@ func Code(err error) string {
 	if errors.As(err, &e) {
 		return e.Code
 	}
-	return CodeUpstreamError
+	return codes.UpstreamError
 }
 
 // IsRetryable reports whether err carries an *Error marked retryable.
@@ -94,7 +85,7 @@ func IsRetryable(err error) bool {
 func newError(code string, err error) *Error {
 	return &Error{
 		Code:      code,
-		Retryable: code == CodeTimeout || code == CodeUnavailable || code == CodeRateLimited,
+		Retryable: codes.Retryable(code),
 		Err:       err,
 	}
 }
@@ -154,18 +145,18 @@ func parseRetryAfter(v string) time.Duration {
 func codeForStatus(status int) string {
 	switch status {
 	case http.StatusUnauthorized:
-		return CodeAuthFailed
+		return codes.AuthFailed
 	case http.StatusForbidden:
-		return CodePermissionDenied
+		return codes.PermissionDenied
 	case http.StatusTooManyRequests:
-		return CodeRateLimited
+		return codes.RateLimited
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return CodeUnavailable
+		return codes.UpstreamUnavailable
 	case 0:
 		return ""
 	}
 	if status >= 400 {
-		return CodeUpstreamError
+		return codes.UpstreamError
 	}
 	return ""
 }
@@ -198,12 +189,12 @@ func classify(parent, callCtx context.Context, probe *statusProbe, sessionDone b
 		cause := context.Cause(callCtx)
 		switch {
 		case errors.Is(cause, ErrCallTimeout), errors.Is(cause, ErrConnectTimeout):
-			return newError(CodeTimeout, cause)
+			return newError(codes.UpstreamTimeout, cause)
 		case parent != nil && errors.Is(parent.Err(), context.DeadlineExceeded):
-			return newError(CodeTimeout, context.Cause(parent))
+			return newError(codes.UpstreamTimeout, context.Cause(parent))
 		case parent != nil && parent.Err() != nil:
 			// The caller gave up: not an upstream failure, and not retryable.
-			return newError(CodeUpstreamError, context.Cause(parent))
+			return newError(codes.UpstreamError, context.Cause(parent))
 		}
 		// Cancelled from our side: the session went away under the call.
 		// An HTTP status answered to this very call (a 401 ends a go-sdk
@@ -214,27 +205,27 @@ func classify(parent, callCtx context.Context, probe *statusProbe, sessionDone b
 		if !errors.Is(cause, ErrSessionEnded) {
 			cause = fmt.Errorf("%w: %w", ErrSessionEnded, cause)
 		}
-		return newError(CodeUnavailable, fmt.Errorf("%w: %w", cause, err))
+		return newError(codes.UpstreamUnavailable, fmt.Errorf("%w: %w", cause, err))
 	}
 	if e := fromStatus(); e != nil {
 		return e
 	}
 	if isTransportFailure(err) {
-		return newError(CodeUnavailable, err)
+		return newError(codes.UpstreamUnavailable, err)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return newError(CodeTimeout, err)
+		return newError(codes.UpstreamTimeout, err)
 	}
 	var rpcErr *jsonrpc.Error
 	if errors.As(err, &rpcErr) {
 		if rpcErr.Code == codeServerClosing || rpcErr.Code == codeClientClosing {
-			return newError(CodeUnavailable, err)
+			return newError(codes.UpstreamUnavailable, err)
 		}
-		return newError(CodeUpstreamError, err)
+		return newError(codes.UpstreamError, err)
 	}
 	if sessionDone {
-		return newError(CodeUnavailable, err)
+		return newError(codes.UpstreamUnavailable, err)
 	}
 	// Last resort: the go-sdk renders HTTP failures it did not route through
 	// our RoundTripper's probe as http.StatusText.
@@ -246,7 +237,7 @@ func classify(parent, callCtx context.Context, probe *statusProbe, sessionDone b
 			return e
 		}
 	}
-	return newError(CodeUpstreamError, err)
+	return newError(codes.UpstreamError, err)
 }
 
 // isTransportFailure reports whether err means the connection to the

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/codes"
 )
 
 // TestReapAndNoLeaks is deliberately not parallel: it compares the number
@@ -65,7 +67,7 @@ func TestReapAndNoLeaks(t *testing.T) {
 			t.Logf("Run returned %v after cancel", time.Since(begin))
 			select {
 			case err := <-hangErr:
-				wantCode(t, err, CodeUnavailable)
+				wantCode(t, err, codes.UpstreamUnavailable)
 			case <-time.After(time.Second):
 				t.Fatal("the in-flight call outlived Run")
 			}

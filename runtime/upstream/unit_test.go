@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/runtime/codes"
 )
 
 func TestSpecValidate(t *testing.T) {
@@ -95,30 +96,30 @@ func TestClassify(t *testing.T) {
 		err         error
 		code        string
 	}{
-		{"already classified", live, live, nil, false, &Error{Code: CodeRateLimited}, CodeRateLimited},
-		{"call timeout", live, cancelled(ErrCallTimeout), nil, false, context.DeadlineExceeded, CodeTimeout},
-		{"caller deadline", callerDeadline, callerDeadline, nil, false, context.DeadlineExceeded, CodeTimeout},
-		{"caller cancelled", callerCancelled, callerCancelled, nil, false, context.Canceled, CodeUpstreamError},
-		{"session ended", live, cancelled(fmt.Errorf("%w: x", ErrSessionEnded)), nil, false, context.Canceled, CodeUnavailable},
-		{"cancelled by us", live, cancelled(context.Canceled), nil, false, context.Canceled, CodeUnavailable},
-		{"401", live, live, withStatus(401), false, errors.New("sending: Unauthorized"), CodeAuthFailed},
-		{"403", live, live, withStatus(403), false, errors.New("x"), CodePermissionDenied},
-		{"429", live, live, withStatus(429), false, errors.New("x"), CodeRateLimited},
-		{"503", live, live, withStatus(503), false, errors.New("x"), CodeUnavailable},
-		{"500", live, live, withStatus(500), false, errors.New("x"), CodeUpstreamError},
-		{"404 session missing", live, live, nil, false, fmt.Errorf("x: %w", mcp.ErrSessionMissing), CodeUnavailable},
-		{"connection closed", live, live, nil, false, fmt.Errorf("%w: calling: client is closing", mcp.ErrConnectionClosed), CodeUnavailable},
-		{"EOF", live, live, nil, false, fmt.Errorf("calling \"tools/call\": %w", io.EOF), CodeUnavailable},
-		{"refused", live, live, nil, false, urlErr(&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}), CodeUnavailable},
-		{"reset", live, live, nil, false, urlErr(syscall.ECONNRESET), CodeUnavailable},
-		{"broken pipe", live, live, nil, false, &os.PathError{Op: "write", Path: "|1", Err: syscall.EPIPE}, CodeUnavailable},
-		{"program not in PATH", live, live, nil, false, &exec.Error{Name: "nope", Err: exec.ErrNotFound}, CodeUnavailable},
-		{"program missing", live, live, nil, false, &os.PathError{Op: "fork/exec", Path: "/nope", Err: syscall.ENOENT}, CodeUnavailable},
-		{"jsonrpc error", live, live, nil, false, fmt.Errorf("calling: %w", &jsonrpc.Error{Code: -32602, Message: "unknown tool"}), CodeUpstreamError},
-		{"jsonrpc server closing", live, live, nil, false, &jsonrpc.Error{Code: codeServerClosing, Message: "closing"}, CodeUnavailable},
-		{"unknown error on a dead session", live, live, nil, true, errors.New("weird"), CodeUnavailable},
-		{"status text fallback", live, live, nil, false, errors.New("failed to connect: Forbidden"), CodePermissionDenied},
-		{"anything else", live, live, nil, false, errors.New("weird"), CodeUpstreamError},
+		{"already classified", live, live, nil, false, &Error{Code: codes.RateLimited}, codes.RateLimited},
+		{"call timeout", live, cancelled(ErrCallTimeout), nil, false, context.DeadlineExceeded, codes.UpstreamTimeout},
+		{"caller deadline", callerDeadline, callerDeadline, nil, false, context.DeadlineExceeded, codes.UpstreamTimeout},
+		{"caller cancelled", callerCancelled, callerCancelled, nil, false, context.Canceled, codes.UpstreamError},
+		{"session ended", live, cancelled(fmt.Errorf("%w: x", ErrSessionEnded)), nil, false, context.Canceled, codes.UpstreamUnavailable},
+		{"cancelled by us", live, cancelled(context.Canceled), nil, false, context.Canceled, codes.UpstreamUnavailable},
+		{"401", live, live, withStatus(401), false, errors.New("sending: Unauthorized"), codes.AuthFailed},
+		{"403", live, live, withStatus(403), false, errors.New("x"), codes.PermissionDenied},
+		{"429", live, live, withStatus(429), false, errors.New("x"), codes.RateLimited},
+		{"503", live, live, withStatus(503), false, errors.New("x"), codes.UpstreamUnavailable},
+		{"500", live, live, withStatus(500), false, errors.New("x"), codes.UpstreamError},
+		{"404 session missing", live, live, nil, false, fmt.Errorf("x: %w", mcp.ErrSessionMissing), codes.UpstreamUnavailable},
+		{"connection closed", live, live, nil, false, fmt.Errorf("%w: calling: client is closing", mcp.ErrConnectionClosed), codes.UpstreamUnavailable},
+		{"EOF", live, live, nil, false, fmt.Errorf("calling \"tools/call\": %w", io.EOF), codes.UpstreamUnavailable},
+		{"refused", live, live, nil, false, urlErr(&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}), codes.UpstreamUnavailable},
+		{"reset", live, live, nil, false, urlErr(syscall.ECONNRESET), codes.UpstreamUnavailable},
+		{"broken pipe", live, live, nil, false, &os.PathError{Op: "write", Path: "|1", Err: syscall.EPIPE}, codes.UpstreamUnavailable},
+		{"program not in PATH", live, live, nil, false, &exec.Error{Name: "nope", Err: exec.ErrNotFound}, codes.UpstreamUnavailable},
+		{"program missing", live, live, nil, false, &os.PathError{Op: "fork/exec", Path: "/nope", Err: syscall.ENOENT}, codes.UpstreamUnavailable},
+		{"jsonrpc error", live, live, nil, false, fmt.Errorf("calling: %w", &jsonrpc.Error{Code: -32602, Message: "unknown tool"}), codes.UpstreamError},
+		{"jsonrpc server closing", live, live, nil, false, &jsonrpc.Error{Code: codeServerClosing, Message: "closing"}, codes.UpstreamUnavailable},
+		{"unknown error on a dead session", live, live, nil, true, errors.New("weird"), codes.UpstreamUnavailable},
+		{"status text fallback", live, live, nil, false, errors.New("failed to connect: Forbidden"), codes.PermissionDenied},
+		{"anything else", live, live, nil, false, errors.New("weird"), codes.UpstreamError},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,7 +127,7 @@ func TestClassify(t *testing.T) {
 			if e.Code != tc.code {
 				t.Fatalf("code = %s, want %s (%v)", e.Code, tc.code, e)
 			}
-			wantRetry := tc.code == CodeTimeout || tc.code == CodeUnavailable || tc.code == CodeRateLimited
+			wantRetry := tc.code == codes.UpstreamTimeout || tc.code == codes.UpstreamUnavailable || tc.code == codes.RateLimited
 			if tc.name != "already classified" && e.Retryable != wantRetry {
 				t.Errorf("retryable = %v, want %v", e.Retryable, wantRetry)
 			}
@@ -135,10 +136,10 @@ func TestClassify(t *testing.T) {
 			}
 		})
 	}
-	if Code(nil) != "" || Code(errors.New("x")) != CodeUpstreamError {
+	if Code(nil) != "" || Code(errors.New("x")) != codes.UpstreamError {
 		t.Error("Code() of nil / plain error")
 	}
-	var e error = newError(CodeTimeout, ErrCallTimeout)
+	var e error = newError(codes.UpstreamTimeout, ErrCallTimeout)
 	if !errors.Is(fmt.Errorf("wrapped: %w", e), ErrCallTimeout) || !IsRetryable(fmt.Errorf("w: %w", e)) {
 		t.Error("*Error must unwrap to its cause and stay detectable through wrapping")
 	}

@@ -1,0 +1,185 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/runtime/guard"
+	"github.com/quiver-mcp/quiver/runtime/policy"
+	"github.com/quiver-mcp/quiver/runtime/receipts"
+	"github.com/quiver-mcp/quiver/toolid"
+)
+
+// authorizer decides what a caller may see and call: the incident state
+// (kill rules, revocations, quarantine), then the policy, then the
+// operators' approvals. Changing how quiver authorizes means reading this
+// type and the Runtime methods in this file that build its requests.
+type authorizer struct {
+	// policy is the policy engine (nil: every call is allowed).
+	policy *policy.Engine
+	// incident and approvals are opened by Start.
+	incident  *policy.Incident
+	approvals *policy.Approvals
+}
+
+// policyID names the policy in force for a receipt ("none" without one).
+func (a *authorizer) policyID() string {
+	if a.policy == nil {
+		return "none"
+	}
+	if p := a.policy.Policy(); p != nil {
+		return p.ID
+	}
+	return "none"
+}
+
+// allowReason is the reason code of a request no rule judged.
+func (a *authorizer) allowReason() string {
+	if a.policy == nil {
+		return ReasonNoPolicyConfigured
+	}
+	return policy.ReasonAllowed
+}
+
+// allowDecision is the receipt decision of a request no rule judged.
+func (a *authorizer) allowDecision() receipts.Decision {
+	return receipts.Decision{Result: "allow", PolicyID: a.policyID(), ReasonCodes: []string{a.allowReason()}}
+}
+
+// incidentActive reports whether incident mode is on.
+func (a *authorizer) incidentActive() bool { return a.incident != nil && a.incident.Active() }
+
+// filtering reports whether visibility depends on the caller at all.
+func (a *authorizer) filtering() bool { return a.policy != nil || a.incident != nil }
+
+// evaluate asks the incident state, then the policy, about one request.
+func (a *authorizer) evaluate(req policy.Request) policy.Decision {
+	if a.incident != nil {
+		if d := a.incident.Evaluate(req); d.Denied {
+			codes := []string{policy.ReasonDenied, d.Code}
+			if d.RuleID != "" {
+				codes = append(codes, "kill_rule:"+d.RuleID)
+			}
+			return policy.Decision{Effect: policy.EffectDeny, PolicyID: "incident", ReasonCodes: codes}
+		}
+	}
+	if a.policy == nil {
+		return policy.Decision{Effect: policy.EffectAllow, PolicyID: "none", ReasonCodes: []string{ReasonNoPolicyConfigured}}
+	}
+	return a.policy.Decide(req)
+}
+
+// toolRequest is the policy request about one catalog item.
+func (r *Runtime) toolRequest(ctx context.Context, st *state, it *catalog.Item, action string) policy.Request {
+	up := r.upstreamOf(st, it.Server)
+	req := policy.Request{Principal: principalOf(ctx), Server: it.Server, Namespace: it.Namespace, ToolID: it.ID,
+		ToolClass: string(guard.ClassUnclassified), Risk: up.risk, TrustLevel: up.trust, Kind: string(it.Kind), Action: action}
+	if req.Kind == "" {
+		req.Kind = string(toolid.KindTool)
+	}
+	if reg := st.gate.Registry(); reg != nil && it.Kind == toolid.KindTool {
+		if p, ok := reg.Lookup(it.Server, it.UpstreamName); ok {
+			req.ToolClass = string(p.Class)
+		}
+	}
+	if c := callerOf(ctx); c != nil && c.ss != nil {
+		req.SessionID = c.ss.ID()
+	}
+	return req
+}
+
+// decide asks the incident state, then the policy, about one item.
+func (r *Runtime) decide(ctx context.Context, st *state, it *catalog.Item, action string) policy.Decision {
+	return r.auth.evaluate(r.toolRequest(ctx, st, it, action))
+}
+
+// visible reports whether the caller may see an item.
+func (r *Runtime) visible(ctx context.Context, st *state, it *catalog.Item) bool {
+	if !r.auth.filtering() {
+		return true
+	}
+	return r.decide(ctx, st, it, policy.ActionList).Visible()
+}
+
+// recordItem puts the item into the caller's receipt.
+func (r *Runtime) recordItem(ctx context.Context, st *state, it *catalog.Item) {
+	c := callerOf(ctx)
+	if c == nil {
+		return
+	}
+	up := r.upstreamOf(st, it.Server)
+	c.rc.MCP.ServerID, c.rc.MCP.ToolName, c.rc.MCP.ToolID, c.rc.MCP.TrustLevel = it.Server, it.UpstreamName, it.ID, up.trust
+	c.rc.TokenHandling.Mode = r.tokenMode(st, it.Server)
+}
+
+// recordDecision puts a decision into the caller's receipt.
+func (r *Runtime) recordDecision(ctx context.Context, d policy.Decision) {
+	c := callerOf(ctx)
+	if c == nil {
+		return
+	}
+	c.rc.Decision = receipts.DecisionOf(d)
+	c.decided = true
+}
+
+// tokenMode is the credential handling toward an upstream: a token
+// exchanged per caller (RFC 8693), a configured (vault/env-sourced)
+// credential, or none. The client's token is never forwarded (spec 001
+// MUST 5).
+func (r *Runtime) tokenMode(st *state, server string) string {
+	if e := st.owner[server]; e != nil {
+		return e.tokenMode
+	}
+	return receipts.TokenNone
+}
+
+// authorize is the authz step of an invocation: incident state, policy,
+// approvals. It returns the wire error of a refusal.
+func (r *Runtime) authorize(ctx context.Context, st *state, it *catalog.Item, rawArgs json.RawMessage, dry bool) *Error {
+	r.recordItem(ctx, st, it)
+	d := r.decide(ctx, st, it, policy.ActionCall)
+	r.recordDecision(ctx, d)
+	switch d.Effect {
+	case policy.EffectAllow:
+		return nil
+	case policy.EffectRequireApproval:
+		if dry || r.auth.approvals == nil {
+			return newError(CodeApprovalRequired, "this call needs an operator's approval").withDetail("reason_codes", d.ReasonCodes)
+		}
+		p := principalOf(ctx)
+		if p.IsZero() {
+			return newError(CodeApprovalRequired, "this call needs an operator's approval, which needs an authenticated caller").withDetail("reason_codes", d.ReasonCodes)
+		}
+		h, _, err := receipts.ArgsHash(rawArgs)
+		if err != nil {
+			return newError(CodeArgsInvalid, "args must be a JSON object").withPath("args")
+		}
+		c := callerOf(ctx)
+		if ok, ap := r.auth.approvals.Check(p, it.ID, h); ok {
+			if c != nil {
+				c.rc.Approval = receipts.Approval{Required: true, ApprovalID: ap.ID, ApprovedBy: ap.DecidedBy, StepUp: "none"}
+				if !ap.DecidedAt.IsZero() {
+					c.rc.Approval.ApprovedAt = ap.DecidedAt.UTC().Format(time.RFC3339)
+				}
+				c.rc.Decision.Result = "allow"
+				c.rc.Decision.ReasonCodes = append(c.rc.Decision.ReasonCodes, ReasonApprovalGranted)
+			}
+			return nil
+		}
+		ap, err := r.auth.approvals.Request(p, it.ID, h)
+		if err != nil && !errors.Is(err, policy.ErrNotPersisted) {
+			return newError(CodeApprovalRequired, "this call needs an operator's approval: %v", err).withDetail("reason_codes", d.ReasonCodes)
+		}
+		if c != nil {
+			c.rc.Approval = receipts.Approval{Required: true, ApprovalID: ap.ID, StepUp: "none"}
+		}
+		return newError(CodeApprovalRequired, "this call needs an operator's approval; retry the identical call once approval %s is granted", ap.ID).
+			withDetail("approval_id", ap.ID).withDetail("reason_codes", d.ReasonCodes)
+	default:
+		return newError(CodePolicyDenied, "the policy does not allow this call").
+			withDetail("reason_codes", d.ReasonCodes).withDetail("policy_id", d.PolicyID)
+	}
+}

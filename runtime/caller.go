@@ -1,0 +1,156 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/runtime/identity"
+	"github.com/quiver-mcp/quiver/runtime/protocol"
+	"github.com/quiver-mcp/quiver/runtime/receipts"
+)
+
+// caller is the principal of one request and the receipt being built for
+// it. The receiving middleware (record.go) makes it and puts it in the
+// request's context; the handlers only add to its receipt.
+type caller struct {
+	// p is the principal: a verified JWT principal, the local principal
+	// (stdio), or zero for an anonymous HTTP session.
+	p identity.Principal
+	// jwt is true for a verified token's principal.
+	jwt bool
+	// subject is the verified token itself (redacting), kept only for
+	// RFC 8693 token exchange; nil for stdio and anonymous callers.
+	subject *identity.SubjectToken
+	ss      *mcp.ServerSession
+	// local is true when p is the local principal (stdio, in-process).
+	local bool
+	// version is the request's protocol revision; sessionless is true at
+	// a revision without sessions (each HTTP request is its own
+	// ephemeral session then, and ss stands for that request only).
+	version     string
+	sessionless bool
+	// anon is the owner key of an anonymous request without a session,
+	// made on first use.
+	anon string
+	// progress is the request's progress token (nil when it has none).
+	progress any
+	// what names the request in metrics and logs: the MCP method, or for
+	// tools/call the meta-tool, "direct" or "stripped" (set by the tool's
+	// handler; an unknown tool stays "tools/call").
+	what string
+	rc   receipts.Receipt
+	// decided is set once the pipeline recorded the decision in rc.
+	decided bool
+	// keepAllow keeps an allowed request's decision when it fails (an
+	// operator's action).
+	keepAllow bool
+	// reasons are the reason codes of a refusal beyond its error code
+	// (an argument guard's, a relay policy's); a deny receipt lists them
+	// after the error code.
+	reasons []string
+}
+
+type callerKey struct{}
+
+// callerOf returns the caller of the request ctx belongs to (nil outside
+// a request, e.g. a catalog rebuild).
+func callerOf(ctx context.Context) *caller {
+	c, _ := ctx.Value(callerKey{}).(*caller)
+	return c
+}
+
+// newCaller resolves who made a request: the principal the identity
+// middleware put in the session's token info (HTTP with auth), the local
+// principal (stdio and in-process sessions, which carry no HTTP header), or
+// no one (HTTP without auth: the session, if any, is its own anonymous
+// principal).
+func newCaller(local identity.Principal, extra *mcp.RequestExtra, ss *mcp.ServerSession) *caller {
+	c := &caller{ss: ss}
+	if extra != nil && extra.TokenInfo != nil {
+		if p, ok := identity.FromTokenInfo(extra.TokenInfo); ok {
+			c.p, c.jwt = p, true
+			c.subject = identity.SubjectTokenFromTokenInfo(extra.TokenInfo)
+			return c
+		}
+	}
+	overHTTP := extra != nil && extra.Header != nil
+	if !overHTTP && (ss == nil || ss.ID() == "") {
+		c.p, c.local = local, true
+	}
+	return c
+}
+
+// versioned is what the go-sdk's server requests say of their revision.
+type versioned interface{ ProtocolVersion() string }
+
+// setVersion records the request's protocol revision.
+func (c *caller) setVersion(req mcp.Request) {
+	if v, ok := req.(versioned); ok {
+		c.version = v.ProtocolVersion()
+		c.sessionless = c.version >= protocol.Sessionless
+	}
+}
+
+// withCaller attaches c to ctx.
+func withCaller(ctx context.Context, c *caller) context.Context {
+	ctx = context.WithValue(ctx, callerKey{}, c)
+	if !c.p.IsZero() {
+		ctx = identity.WithPrincipal(ctx, c.p)
+		ctx = identity.WithSubjectToken(ctx, c.subject)
+	}
+	return ctx
+}
+
+// principalOf returns the caller's principal (zero when anonymous).
+func principalOf(ctx context.Context) identity.Principal {
+	if c := callerOf(ctx); c != nil {
+		return c.p
+	}
+	return identity.Principal{}
+}
+
+// begin starts the caller's receipt of request method.
+func (c *caller) begin(method string, args json.RawMessage, now time.Time) {
+	c.what = method
+	c.rc = receipts.New(method, now)
+	if !c.p.IsZero() {
+		c.rc.Principal = receipts.PrincipalOf(c.p)
+	}
+	if c.ss != nil {
+		c.rc.MCP.SessionID = c.ss.ID()
+	}
+	if args == nil {
+		return
+	}
+	if h, n, err := receipts.ArgsHash(args); err == nil {
+		c.rc.Request.ArgsHash, c.rc.Request.SizeBytesIn = h, n
+	} else {
+		c.rc.Request.SizeBytesIn = int64(len(args))
+	}
+}
+
+// name sets what a tool call is (a meta-tool, "direct", "stripped"):
+// its receipt's method becomes tools/call:<what>.
+func (c *caller) name(what string) {
+	if c == nil {
+		return
+	}
+	c.what = what
+	c.rc.MCP.Method = "tools/call:" + what
+}
+
+// anonymousOwner is the owner key of an anonymous caller without a
+// session: unguessable and this request's alone, so nothing it stores can
+// be read by another request.
+func (c *caller) anonymousOwner() string {
+	if c.anon == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		c.anon = "anonymous:" + hex.EncodeToString(b[:])
+	}
+	return c.anon
+}

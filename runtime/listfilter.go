@@ -1,0 +1,68 @@
+package runtime
+
+import (
+	"context"
+	"slices"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/toolid"
+)
+
+// listed are the list methods listFilter shapes.
+var listed = map[string]bool{"tools/list": true, "prompts/list": true, "resources/list": true, "resources/templates/list": true}
+
+// listFilter is the receiving middleware that shapes the list methods per
+// caller (spec 001 MUST 3): the go-sdk's listings are global, so entries
+// the caller may not see are removed from each page. It runs inside
+// receive, which put the caller in ctx and writes the receipt.
+func (r *Runtime) listFilter(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil || !listed[method] || !r.auth.filtering() || res == nil {
+			return res, err
+		}
+		return r.filterList(ctx, res), nil
+	}
+}
+
+// filterList removes from one page of a listing what the caller may not
+// see. Entries that are not catalog items (the meta-tools) stay.
+func (r *Runtime) filterList(ctx context.Context, res mcp.Result) mcp.Result {
+	st := r.state.Load()
+	hidden := func(id string, kind toolid.Kind) bool {
+		it, ok := st.snap.Lookup(id)
+		return ok && it.Kind == kind && !r.visible(ctx, st, it)
+	}
+	switch lr := res.(type) {
+	case *mcp.ListToolsResult:
+		out := *lr
+		out.Tools = slices.DeleteFunc(slices.Clone(lr.Tools), func(t *mcp.Tool) bool {
+			id := t.Name
+			if d, ok := st.exp.tools[t.Name]; ok {
+				id = d
+			}
+			return hidden(id, toolid.KindTool)
+		})
+		return &out
+	case *mcp.ListPromptsResult:
+		out := *lr
+		out.Prompts = slices.DeleteFunc(slices.Clone(lr.Prompts), func(p *mcp.Prompt) bool {
+			return hidden(st.exp.prompts[p.Name], toolid.KindPrompt)
+		})
+		return &out
+	case *mcp.ListResourcesResult:
+		out := *lr
+		out.Resources = slices.DeleteFunc(slices.Clone(lr.Resources), func(rs *mcp.Resource) bool {
+			return hidden(st.exp.resources[rs.URI], toolid.KindResource)
+		})
+		return &out
+	case *mcp.ListResourceTemplatesResult:
+		out := *lr
+		out.ResourceTemplates = slices.DeleteFunc(slices.Clone(lr.ResourceTemplates), func(t *mcp.ResourceTemplate) bool {
+			o, ok := st.exp.templates[t.URITemplate]
+			return ok && !r.visible(ctx, st, templateItem(o.owner.name(), t.URITemplate))
+		})
+		return &out
+	}
+	return res
+}
