@@ -70,13 +70,13 @@ func Preflight(args map[string]any) *Refusal {
 			return invalid("args", "arguments hold more than %d values", MaxNodes)
 		}
 		if depth > MaxDepth {
-			return invalid("args" + path, "arguments nest deeper than %d levels", MaxDepth)
+			return invalid("args"+path, "arguments nest deeper than %d levels", MaxDepth)
 		}
 		switch x := v.(type) {
 		case map[string]any:
 			for k, c := range x {
 				if len(k) > MaxKeyLen {
-					return invalid("args" + path, "an argument key is longer than %d bytes", MaxKeyLen)
+					return invalid("args"+path, "an argument key is longer than %d bytes", MaxKeyLen)
 				}
 				nodes++
 				if e := walk(c, depth+1, path+"/"+k); e != nil {
@@ -91,7 +91,7 @@ func Preflight(args map[string]any) *Refusal {
 			}
 		case string:
 			if len(x) > MaxString {
-				return invalid("args" + path, "a string argument is longer than %d bytes", MaxString)
+				return invalid("args"+path, "a string argument is longer than %d bytes", MaxString)
 			}
 		}
 		return nil
