@@ -23,7 +23,7 @@ import (
 // middleware (receive) covers every request the go-sdk dispatches; the
 // refusal catchers (refusals.go) cover the requests it refuses before
 // dispatch; the relay and the admin API hand it their own events. All of
-// them end in finish, the one place a receipt is completed and written.
+// them end in write, the one place a receipt is completed and emitted.
 type recorder struct {
 	log   *slog.Logger
 	met   *metrics
@@ -173,12 +173,15 @@ func (rec *recorder) write(c *caller, res mcp.Result, e *Error, took time.Durati
 	default:
 		rc.Outcome.Status = receipts.StatusSuccess
 	}
-	if res != nil {
-		if b, err := json.Marshal(res); err == nil {
-			rc.Outcome.SizeBytesOut = int64(len(b))
+	if rec.out != nil {
+		if res != nil {
+			// The size of what the client is sent; no receipts, no cost.
+			if b, err := json.Marshal(res); err == nil {
+				rc.Outcome.SizeBytesOut = int64(len(b))
+			}
 		}
+		rec.emit(*rc)
 	}
-	rec.emit(*rc)
 	if c.what != "" {
 		rec.met.call(c.what, code, took)
 	}
