@@ -61,6 +61,8 @@ const (
 	CodeClientCapabilityMissing = codes.ClientCapabilityMissing
 	CodeRelayNoCaller           = codes.RelayNoCaller
 	CodeRelayAmbiguous          = codes.RelayAmbiguous
+	CodeRelaySessionless        = codes.RelaySessionless
+	CodeRequestStateInvalid     = codes.RequestStateInvalid
 	CodeClientError             = codes.ClientError
 	CodeToolError               = codes.ToolError
 
