@@ -41,6 +41,10 @@ type caller struct {
 	// sealed for it (a multi-round-trip retry); both empty on a first try.
 	inputs   mcp.InputResponseMap
 	reqState string
+	// capsMeta is the client's capabilities as its request's _meta
+	// carried them (sessionless requests only): what quiver passes on to
+	// the upstream, so that it asks only for input the client can give.
+	capsMeta any
 	// resumed is what reqState opened to, once opened.
 	resumed *resumption
 	// anon is the owner key of an anonymous request without a session,
@@ -117,6 +121,11 @@ func (c *caller) setVersion(req mcp.Request) {
 		// Before 2026-07-28 there are no retries: the fields are not
 		// the protocol's, and are ignored.
 		return
+	}
+	if p := req.GetParams(); p != nil {
+		if m := p.GetMeta(); m != nil {
+			c.capsMeta = m[mcp.MetaKeyClientCapabilities]
+		}
 	}
 	switch r := req.(type) {
 	case *mcp.CallToolRequest:

@@ -83,10 +83,21 @@ func (l liveConn) begin(ctx context.Context, uc *upstream.Client, it *catalog.It
 		return ctx, nil, func() {}
 	}
 	ctx, tok, done := l.relay.begin(ctx, uc, it.Server, it.ID)
-	if tok == "" {
-		return ctx, nil, done
+	var meta mcp.Meta
+	if tok != "" {
+		meta = mcp.Meta{"progressToken": tok}
 	}
-	return ctx, mcp.Meta{"progressToken": tok}, done
+	// A sessionless client's capabilities travel with each of its
+	// requests; the upstream sees them instead of quiver's own, so it
+	// asks only for input this client can give (the go-sdk client keeps
+	// a key already present).
+	if c := callerOf(ctx); c != nil && c.sessionless && c.capsMeta != nil {
+		if meta == nil {
+			meta = mcp.Meta{}
+		}
+		meta[mcp.MetaKeyClientCapabilities] = c.capsMeta
+	}
+	return ctx, meta, done
 }
 
 func (l liveConn) name() string { return l.c.Name() }

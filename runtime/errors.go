@@ -102,6 +102,9 @@ type Error struct {
 	// protocol marks the go-sdk's refusal of a request, recorded in its
 	// receipt; the client sees the SDK's own JSON-RPC error.
 	protocol bool
+	// rpcData is the data of the JSON-RPC error the code ends a request
+	// with (a -32021's requiredCapabilities).
+	rpcData json.RawMessage
 }
 
 // Error implements error: the code and the message.
@@ -239,6 +242,20 @@ func upstreamMessage(err error) string {
 }
 
 // errorResult renders e as an MCP tool result.
+// completed returns res marked as a complete result (resultType
+// "complete"), as a 2026-07-28 client must receive it: the go-sdk marks
+// the results of tool handlers, but quiver's errors become results in the
+// receiving middleware, outside them. The mark is unexported in the
+// go-sdk; its JSON decoding is the one way to set it.
+func completed(res *mcp.CallToolResult) *mcp.CallToolResult {
+	out := &mcp.CallToolResult{}
+	if err := json.Unmarshal([]byte(`{"content":[],"resultType":"complete"}`), out); err != nil {
+		return res
+	}
+	out.Meta, out.Content, out.StructuredContent, out.IsError = res.Meta, res.Content, res.StructuredContent, res.IsError
+	return out
+}
+
 func errorResult(e *Error) *mcp.CallToolResult {
 	data, _ := json.Marshal(e)
 	return &mcp.CallToolResult{

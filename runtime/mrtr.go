@@ -14,6 +14,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/protocol"
@@ -115,8 +116,15 @@ func (m *mrtr) resume(ctx context.Context, server, target string, args any) (mcp
 	if m.seal == nil {
 		return nil, "", 0, newError(CodeInternal, "the runtime is not started")
 	}
-	if c == nil || c.reqState == "" {
+	if c == nil {
 		return nil, "", 1, nil
+	}
+	if c.reqState == "" {
+		// Answers without a state of quiver's: the client answers
+		// what the upstream asks without a state of its own (or asks
+		// again for), and the upstream judges them as it would a
+		// direct client's. They carry nothing quiver vouches for.
+		return c.inputs, "", 1, nil
 	}
 	// A state opens once; a call retried after a failure (retry.
 	// max_attempts) resumes with what the first attempt opened.
@@ -199,6 +207,17 @@ func inputKind(ir mcp.InputRequest, caps *mcp.ClientCapabilities) (method, actio
 	return "", "", false
 }
 
+// capabilityOf names the client capability an input request needs.
+func capabilityOf(action, method string) string {
+	switch {
+	case method == "roots/list":
+		return "roots"
+	case action == policy.ActionSample:
+		return "sampling"
+	}
+	return "elicitation"
+}
+
 // decideInput decides one input request of upstream server, made during
 // the call of toolID ("" for a prompt or resource) for caller c, and
 // writes its receipt, as forward does for a request in the middle of a
@@ -233,7 +252,10 @@ func (r *Runtime) decideInput(c *caller, server, toolID string, ir mcp.InputRequ
 		return done(newError(CodeUpstreamError, "the upstream asked for input of an unknown kind"))
 	}
 	if !capable {
-		return done(newError(CodeClientCapabilityMissing, "the upstream asked for %s, and the client did not announce that capability", method))
+		e := newError(CodeClientCapabilityMissing, "the upstream asked for %s, and the client did not announce that capability", method)
+		// The spec's data of -32021: the capabilities the request lacked.
+		e.rpcData = json.RawMessage(`{"requiredCapabilities":{"` + capabilityOf(action, method) + `":{}}}`)
+		return done(e)
 	}
 	if d := r.decideRelay(&flight{c: c, server: server, toolID: toolID}, action); d != nil {
 		rc.decided, rc.rc.Decision, rc.reasons = false, receipts.Decision{PolicyID: d.PolicyID}, d.ReasonCodes
@@ -264,6 +286,15 @@ func relayed[R any](ctx context.Context, ir inputRelay, server, toolID, target s
 	}
 	res, err := call(upstream.RelayInput(ctx), answers, upState)
 	if err != nil {
+		// The upstream refused the call for a capability the client's
+		// _meta did not declare: the client's own refusal (-32021), not
+		// an upstream failure.
+		var je *jsonrpc.Error
+		if errors.As(err, &je) && je.Code == mcp.CodeMissingRequiredClientCapabilities {
+			e := newError(CodeClientCapabilityMissing, "upstream %q requires a client capability this request did not declare", server).withCause(err)
+			e.rpcData = je.Data
+			return res, e
+		}
 		return res, err
 	}
 	reqs, upState, ok := asks(res)

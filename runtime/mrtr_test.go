@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,14 +108,27 @@ func TestMRTRRelay(t *testing.T) {
 		}
 		return res
 	}
+	send := func(args map[string]any, state string) (*mcp.CallToolResult, error) {
+		return raw.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: args, RequestState: state,
+			InputResponses: mcp.InputResponseMap{"answer": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "42"}}}})
+	}
 	retry := func(t *testing.T, args map[string]any, state string) *mcp.CallToolResult {
 		t.Helper()
-		res, err := raw.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: args, RequestState: state,
-			InputResponses: mcp.InputResponseMap{"answer": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "42"}}}})
+		res, err := send(args, state)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res
+	}
+	// refused: a state that does not open is a JSON-RPC invalid-params
+	// error (SEP-2322), not a tool result.
+	refused := func(t *testing.T, what string, args map[string]any, state string) {
+		t.Helper()
+		res, err := send(args, state)
+		var we *jsonrpc.Error
+		if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams || !strings.HasPrefix(we.Message, CodeRequestStateInvalid+": ") {
+			t.Fatalf("%s: %+v %v, want a -32602 %s error", what, res, err, CodeRequestStateInvalid)
+		}
 	}
 
 	t.Run("relayed", func(t *testing.T) {
@@ -121,25 +137,26 @@ func TestMRTRRelay(t *testing.T) {
 		if out.IsError || !strings.Contains(textOf(out), `asked: accept {"answer":"42"}`) {
 			t.Fatalf("retry: %+v %s", out, textOf(out))
 		}
-		if got := errorCode(t, retry(t, args, res.RequestState)); got != CodeRequestStateInvalid {
-			t.Fatalf("replayed state: %q, want %s", got, CodeRequestStateInvalid)
-		}
+		refused(t, "replayed state", args, res.RequestState)
 	})
 	t.Run("tampered", func(t *testing.T) {
 		res := first(t, args)
 		s := []byte(res.RequestState)
 		s[3] ^= 1
-		if got := errorCode(t, retry(t, args, string(s))); got != CodeRequestStateInvalid {
-			t.Fatalf("tampered state: %q", got)
-		}
-		if got := errorCode(t, retry(t, args, "garbage")); got != CodeRequestStateInvalid {
-			t.Fatalf("forged state: %q", got)
-		}
+		refused(t, "tampered state", args, string(s))
+		refused(t, "forged state", args, "garbage")
 	})
 	t.Run("other arguments", func(t *testing.T) {
 		res := first(t, args)
-		if got := errorCode(t, retry(t, map[string]any{"question": "other?"}, res.RequestState)); got != CodeRequestStateInvalid {
-			t.Fatalf("state of other arguments: %q", got)
+		refused(t, "state of other arguments", map[string]any{"question": "other?"}, res.RequestState)
+	})
+	t.Run("answers without a state", func(t *testing.T) {
+		// The client may answer what the upstream asks without a
+		// state (the upstream keeps none); they go to the upstream as
+		// they are, for it to judge.
+		out := retry(t, args, "")
+		if out.IsError || !strings.Contains(textOf(out), `asked: accept {"answer":"42"}`) {
+			t.Fatalf("%+v %s", out, textOf(out))
 		}
 	})
 	t.Run("client loop", func(t *testing.T) {
@@ -159,13 +176,13 @@ func TestMRTRRelay(t *testing.T) {
 		}
 	})
 	t.Run("capability missing", func(t *testing.T) {
+		// A request error, -32021 (SEP-2575), as the upstream itself
+		// would answer a client that lacks what it needs.
 		cs := mrtrClient(t, rt, false, nil)
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: args})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := errorCode(t, res); got != CodeClientCapabilityMissing {
-			t.Fatalf("got %q %+v", got, res)
+		var we *jsonrpc.Error
+		if !errors.As(err, &we) || we.Code != mcp.CodeMissingRequiredClientCapabilities || !strings.HasPrefix(we.Message, CodeClientCapabilityMissing+": ") {
+			t.Fatalf("got %+v %v", res, err)
 		}
 	})
 }
@@ -353,4 +370,30 @@ func TestMRTRPrimitives(t *testing.T) {
 			t.Fatalf("resource_read: %+v %v", res, err)
 		}
 	})
+}
+
+// TestSessionlessErrorResults: quiver's own tool errors reach a client at
+// 2026-07-28 as complete results (resultType "complete"), as the go-sdk's
+// own tool results do, over HTTP where the wire shows it.
+func TestSessionlessErrorResults(t *testing.T) {
+	t.Parallel()
+	rt, _ := startRuntime(t, setup(t, config.ModeDirect, []testUpstream{liveUpstream("alpha")}))
+	srv := httptest.NewServer(rt.Handler("/mcp"))
+	t.Cleanup(srv.Close)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":1},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo"} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(b), `"isError":true`) || !strings.Contains(string(b), `"resultType":"complete"`) {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
 }

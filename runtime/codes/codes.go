@@ -255,7 +255,7 @@ var table = []Info{
 	{Code: RelaySessionless, Origin: Quiver, Receipt: Deny,
 		Description: "to the upstream: it sent a request in the middle of a call (protocol 2025-11-25 or older) for a client at 2026-07-28, which takes no such requests (pin the client to 2025-11-25, or upgrade the upstream)"},
 	{Code: RequestStateInvalid, Origin: Quiver, Receipt: Deny, JSONRPC: invalidParams,
-		Description: "a retry's requestState is tampered, expired, already used, another caller's, or for another request; nothing reached the upstream"},
+		Description: "a retry's requestState is tampered, expired, already used, another caller's, or for another request: a JSON-RPC error, for tools/call too; nothing reached the upstream"},
 	{Code: ClientError, Origin: Client, Receipt: AllowError,
 		Description: "receipts only: a relayed request reached the client, which answered with an error or not at all"},
 	{Code: ToolError, Origin: Upstream, Receipt: AllowError,
