@@ -397,3 +397,35 @@ func TestSessionlessErrorResults(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 }
+
+// TestUpstreamProtocolPin: upstreams[].protocol holds an upstream to a
+// revision, so that its requests in the middle of a call (forbidden at
+// 2026-07-28) reach a 2025-11-25 client.
+func TestUpstreamProtocolPin(t *testing.T) {
+	t.Parallel()
+	up := liveUpstream("alpha", "-extras")
+	up.cfg.Protocol = "2025-11-25"
+	rt, _ := startRuntime(t, setup(t, config.ModeDirect, []testUpstream{up}))
+	if got := rt.clients[0].State().Protocol; got != "2025-11-25" {
+		t.Fatalf("upstream negotiated %q", got)
+	}
+	ctx := context.Background()
+	ct, st := mcp.NewInMemoryTransports()
+	ss, err := rt.Server().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "yes"}}, nil
+		}}).Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "elicit", Arguments: map[string]any{"question": "q"}})
+	if err != nil || res.IsError || !strings.Contains(textOf(res), `elicited: accept {"answer":"yes"}`) {
+		t.Fatalf("%+v %v %s", res, err, textOf(res))
+	}
+}

@@ -141,6 +141,7 @@ func (r *Runtime) specOf(u *config.Upstream) (upstream.Spec, *tokenexchange.Exch
 		Bearer:         bearer,
 		ConnectTimeout: time.Duration(u.ConnectTimeout),
 		CallTimeout:    time.Duration(u.CallTimeout),
+		Protocol:       u.Protocol,
 	}
 	if err := spec.Validate(); err != nil {
 		return upstream.Spec{}, nil, fmt.Errorf("runtime: %w", err)
