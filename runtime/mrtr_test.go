@@ -18,6 +18,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/config"
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/protocol"
+	"github.com/quiver-mcp/quiver/runtime/receipts"
 )
 
 // mrtrClient connects a client at protocol 2026-07-28 to rt in memory.
@@ -427,5 +428,41 @@ func TestUpstreamProtocolPin(t *testing.T) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "elicit", Arguments: map[string]any{"question": "q"}})
 	if err != nil || res.IsError || !strings.Contains(textOf(res), `elicited: accept {"answer":"yes"}`) {
 		t.Fatalf("%+v %v %s", res, err, textOf(res))
+	}
+}
+
+// TestMRTRReceipts: each relayed input request leaves a receipt of its
+// own, and a refused retry a deny receipt with REQUEST_STATE_INVALID.
+func TestMRTRReceipts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	rt, _ := startRuntime(t, setup(t, config.ModeDirect, []testUpstream{liveUpstream("alpha", "-extras")}, func(r *rig) { r.cfg.StateDir = dir }))
+	if _, err := os.Stat(filepath.Join(dir, sealingKeyFile)); err != nil {
+		t.Fatalf("no sealing key under state_dir: %v", err)
+	}
+	ctx := context.Background()
+	cs := mrtrClient(t, rt, false, accept("x"))
+	first, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"question": "q"}})
+	if err != nil || !first.NeedsInput() {
+		t.Fatalf("%+v %v", first, err)
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"question": "q"}, RequestState: "x" + first.RequestState}); err == nil {
+		t.Fatal("a forged state was accepted")
+	}
+	if err := rt.rec.out.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var asked, refused bool
+	err = receipts.Reader{Dir: filepath.Join(dir, receipts.DirName)}.Query(ctx, receipts.Filter{}, func(r receipts.Receipt) error {
+		switch {
+		case r.MCP.Method == "elicitation/create" && r.MCP.ServerID == "alpha" && r.Decision.Result == "allow":
+			asked = true
+		case r.Outcome.ErrorCode == CodeRequestStateInvalid && r.Decision.Result == "deny":
+			refused = true
+		}
+		return nil
+	})
+	if err != nil || !asked || !refused {
+		t.Fatalf("receipts: input request %v, refused retry %v (%v)", asked, refused, err)
 	}
 }
