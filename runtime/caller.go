@@ -33,6 +33,20 @@ type caller struct {
 	// ephemeral session then, and ss stands for that request only).
 	version     string
 	sessionless bool
+	// caps are the client capabilities the request announced (per
+	// request at 2026-07-28, the session's before).
+	caps *mcp.ClientCapabilities
+	// inputs and reqState are a sessionless caller's answers to the
+	// input requests of an earlier round and the request state quiver
+	// sealed for it (a multi-round-trip retry); both empty on a first try.
+	inputs   mcp.InputResponseMap
+	reqState string
+	// capsMeta is the client's capabilities as its request's _meta
+	// carried them (sessionless requests only): what quiver passes on to
+	// the upstream, so that it asks only for input the client can give.
+	capsMeta any
+	// resumed is what reqState opened to, once opened.
+	resumed *resumption
 	// anon is the owner key of an anonymous request without a session,
 	// made on first use.
 	anon string
@@ -87,12 +101,62 @@ func newCaller(local identity.Principal, extra *mcp.RequestExtra, ss *mcp.Server
 // versioned is what the go-sdk's server requests say of their revision.
 type versioned interface{ ProtocolVersion() string }
 
-// setVersion records the request's protocol revision.
+// capable is what the go-sdk's server requests say of the client's
+// capabilities.
+type capable interface {
+	ClientCapabilities() *mcp.ClientCapabilities
+}
+
+// setVersion records the request's protocol revision, the capabilities
+// the client announced, and a multi-round-trip retry's answers and state.
 func (c *caller) setVersion(req mcp.Request) {
 	if v, ok := req.(versioned); ok {
 		c.version = v.ProtocolVersion()
 		c.sessionless = c.version >= protocol.Sessionless
 	}
+	if v, ok := req.(capable); ok {
+		c.caps = v.ClientCapabilities()
+	}
+	if !c.sessionless {
+		// Before 2026-07-28 there are no retries: the fields are not
+		// the protocol's, and are ignored.
+		return
+	}
+	if p := req.GetParams(); p != nil {
+		if m := p.GetMeta(); m != nil {
+			c.capsMeta = m[mcp.MetaKeyClientCapabilities]
+		}
+	}
+	switch r := req.(type) {
+	case *mcp.CallToolRequest:
+		if r.Params != nil {
+			c.inputs, c.reqState = r.Params.InputResponses, r.Params.RequestState
+		}
+	case *mcp.GetPromptRequest:
+		if r.Params != nil {
+			c.inputs, c.reqState = r.Params.InputResponses, r.Params.RequestState
+		}
+	case *mcp.ReadResourceRequest:
+		if r.Params != nil {
+			c.inputs, c.reqState = r.Params.InputResponses, r.Params.RequestState
+		}
+	}
+}
+
+// stateKey is the principal a sealed request state is bound to: a
+// verified principal, the local one, or every anonymous caller alike (an
+// anonymous caller has nothing stable to bind to; the state itself is the
+// secret, and it opens once).
+func (c *caller) stateKey() string {
+	switch {
+	case c == nil:
+		return ""
+	case c.jwt:
+		return "jwt:" + c.p.Key()
+	case c.local:
+		return "local:" + c.p.Sub
+	}
+	return "anonymous"
 }
 
 // withCaller attaches c to ctx.

@@ -47,6 +47,10 @@ type liveConn struct {
 	// sends during it (progress, sampling, elicitation, logs) reaches the
 	// caller.
 	relay callTracker
+	// input, when set, relays the input requests of an upstream at
+	// 2026-07-28 to sessionless callers (see relayed); unset, they are
+	// answered by the upstream client's own loop.
+	input inputRelay
 }
 
 // callTracker registers calls in flight with an upstream session; the
@@ -79,10 +83,21 @@ func (l liveConn) begin(ctx context.Context, uc *upstream.Client, it *catalog.It
 		return ctx, nil, func() {}
 	}
 	ctx, tok, done := l.relay.begin(ctx, uc, it.Server, it.ID)
-	if tok == "" {
-		return ctx, nil, done
+	var meta mcp.Meta
+	if tok != "" {
+		meta = mcp.Meta{"progressToken": tok}
 	}
-	return ctx, mcp.Meta{"progressToken": tok}, done
+	// A sessionless client's capabilities travel with each of its
+	// requests; the upstream sees them instead of quiver's own, so it
+	// asks only for input this client can give (the go-sdk client keeps
+	// a key already present).
+	if c := callerOf(ctx); c != nil && c.sessionless && c.capsMeta != nil {
+		if meta == nil {
+			meta = mcp.Meta{}
+		}
+		meta[mcp.MetaKeyClientCapabilities] = c.capsMeta
+	}
+	return ctx, meta, done
 }
 
 func (l liveConn) name() string { return l.c.Name() }
@@ -139,7 +154,17 @@ func (l liveConn) callTool(ctx context.Context, it *catalog.Item, args map[strin
 	}
 	ctx, meta, done := l.begin(ctx, uc, it)
 	defer done()
-	return uc.CallToolParams(ctx, &mcp.CallToolParams{Name: it.UpstreamName, Arguments: args, Meta: meta})
+	return relayed(ctx, l.input, it.Server, it.ID, it.ID, args,
+		func(r *mcp.CallToolResult) (mcp.InputRequestMap, string, bool) {
+			if r == nil || !r.NeedsInput() {
+				return nil, "", false
+			}
+			return r.InputRequests, r.RequestState, true
+		}, func(r *mcp.CallToolResult, s string) { r.RequestState = s },
+		func(ctx context.Context, answers mcp.InputResponseMap, upState string) (*mcp.CallToolResult, error) {
+			return uc.CallToolParams(ctx, &mcp.CallToolParams{Name: it.UpstreamName, Arguments: args, Meta: meta,
+				InputResponses: answers, RequestState: upState})
+		})
 }
 
 func (l liveConn) readResource(ctx context.Context, it *catalog.Item) (*mcp.ReadResourceResult, error) {
@@ -149,7 +174,18 @@ func (l liveConn) readResource(ctx context.Context, it *catalog.Item) (*mcp.Read
 	}
 	ctx, meta, done := l.begin(ctx, uc, it)
 	defer done()
-	return uc.ReadResourceParams(ctx, &mcp.ReadResourceParams{URI: it.UpstreamName, Meta: meta})
+	// A template's URIs share its item: the URI is part of the target.
+	return relayed(ctx, l.input, it.Server, it.ID, it.ID+"\n"+it.UpstreamName, nil,
+		func(r *mcp.ReadResourceResult) (mcp.InputRequestMap, string, bool) {
+			if r == nil || !r.NeedsInput() {
+				return nil, "", false
+			}
+			return r.InputRequests, r.RequestState, true
+		}, func(r *mcp.ReadResourceResult, s string) { r.RequestState = s },
+		func(ctx context.Context, answers mcp.InputResponseMap, upState string) (*mcp.ReadResourceResult, error) {
+			return uc.ReadResourceParams(ctx, &mcp.ReadResourceParams{URI: it.UpstreamName, Meta: meta,
+				InputResponses: answers, RequestState: upState})
+		})
 }
 
 func (l liveConn) getPrompt(ctx context.Context, it *catalog.Item, args map[string]string) (*mcp.GetPromptResult, error) {
@@ -159,7 +195,17 @@ func (l liveConn) getPrompt(ctx context.Context, it *catalog.Item, args map[stri
 	}
 	ctx, meta, done := l.begin(ctx, uc, it)
 	defer done()
-	return uc.GetPromptParams(ctx, &mcp.GetPromptParams{Name: it.UpstreamName, Arguments: args, Meta: meta})
+	return relayed(ctx, l.input, it.Server, it.ID, it.ID, args,
+		func(r *mcp.GetPromptResult) (mcp.InputRequestMap, string, bool) {
+			if r == nil || !r.NeedsInput() {
+				return nil, "", false
+			}
+			return r.InputRequests, r.RequestState, true
+		}, func(r *mcp.GetPromptResult, s string) { r.RequestState = s },
+		func(ctx context.Context, answers mcp.InputResponseMap, upState string) (*mcp.GetPromptResult, error) {
+			return uc.GetPromptParams(ctx, &mcp.GetPromptParams{Name: it.UpstreamName, Arguments: args, Meta: meta,
+				InputResponses: answers, RequestState: upState})
+		})
 }
 
 func (l liveConn) templates(ctx context.Context) ([]*mcp.ResourceTemplate, error) {

@@ -41,6 +41,10 @@ func (r *Runtime) handleDirectPrompt(ctx context.Context, req *mcp.GetPromptRequ
 		if err != nil {
 			return classify(err)
 		}
+		if res.NeedsInput() {
+			out = &mcp.GetPromptResult{InputRequests: res.InputRequests, RequestState: res.RequestState}
+			return nil
+		}
 		out = &mcp.GetPromptResult{Meta: scrubMeta(res.Meta), Description: res.Description, Messages: res.Messages}
 		return nil
 	})
@@ -66,6 +70,10 @@ func (r *Runtime) handleDirectResource(ctx context.Context, req *mcp.ReadResourc
 		res, err := c.readResource(cctx, it)
 		if err != nil {
 			return classify(err)
+		}
+		if res.NeedsInput() {
+			out = &mcp.ReadResourceResult{InputRequests: res.InputRequests, RequestState: res.RequestState}
+			return nil
 		}
 		out = &mcp.ReadResourceResult{Meta: scrubMeta(res.Meta), Contents: res.Contents}
 		return nil

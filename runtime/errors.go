@@ -61,6 +61,8 @@ const (
 	CodeClientCapabilityMissing = codes.ClientCapabilityMissing
 	CodeRelayNoCaller           = codes.RelayNoCaller
 	CodeRelayAmbiguous          = codes.RelayAmbiguous
+	CodeRelaySessionless        = codes.RelaySessionless
+	CodeRequestStateInvalid     = codes.RequestStateInvalid
 	CodeClientError             = codes.ClientError
 	CodeToolError               = codes.ToolError
 
@@ -100,6 +102,9 @@ type Error struct {
 	// protocol marks the go-sdk's refusal of a request, recorded in its
 	// receipt; the client sees the SDK's own JSON-RPC error.
 	protocol bool
+	// rpcData is the data of the JSON-RPC error the code ends a request
+	// with (a -32021's requiredCapabilities).
+	rpcData json.RawMessage
 }
 
 // Error implements error: the code and the message.
@@ -237,6 +242,20 @@ func upstreamMessage(err error) string {
 }
 
 // errorResult renders e as an MCP tool result.
+// completed returns res marked as a complete result (resultType
+// "complete"), as a 2026-07-28 client must receive it: the go-sdk marks
+// the results of tool handlers, but quiver's errors become results in the
+// receiving middleware, outside them. The mark is unexported in the
+// go-sdk; its JSON decoding is the one way to set it.
+func completed(res *mcp.CallToolResult) *mcp.CallToolResult {
+	out := &mcp.CallToolResult{}
+	if err := json.Unmarshal([]byte(`{"content":[],"resultType":"complete"}`), out); err != nil {
+		return res
+	}
+	out.Meta, out.Content, out.StructuredContent, out.IsError = res.Meta, res.Content, res.StructuredContent, res.IsError
+	return out
+}
+
 func errorResult(e *Error) *mcp.CallToolResult {
 	data, _ := json.Marshal(e)
 	return &mcp.CallToolResult{

@@ -331,6 +331,18 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 			}
 			return nil, finish(e, !noEffect(err))
 		}
+		if res.NeedsInput() {
+			// The call is not over: the client answers the input
+			// requests and retries. Nothing of it is stored, shaped or
+			// recorded as an outcome; the idempotency key is free for
+			// the retry.
+			if resv != nil {
+				if err := r.idem.Release(ctx, resv); err != nil {
+					r.log.Error("idempotency record not released", "err", err)
+				}
+			}
+			return inputRequired(res), nil
+		}
 		if cacheKey != "" && !res.IsError {
 			r.cache.Put(cacheKey, res)
 		}
@@ -390,6 +402,13 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 	// An upstream tool's own error is a tool error, not a gateway error:
 	// the envelope carries it with status "error".
 	return envelopeResult(env, res.IsError), nil
+}
+
+// inputRequired is the input_required answer of a call for a sessionless
+// caller: the input requests and quiver's sealed state, nothing else (the
+// go-sdk refuses a result that has both content and input requests).
+func inputRequired(res *mcp.CallToolResult) *mcp.CallToolResult {
+	return &mcp.CallToolResult{InputRequests: res.InputRequests, RequestState: res.RequestState}
 }
 
 // beginIdempotent reserves the call's idempotency key, or answers a repeat

@@ -122,6 +122,9 @@ func (r *Runtime) handleResourceRead(ctx context.Context, req *mcp.CallToolReque
 		if err != nil {
 			return nil, classify(err).withDetail("resource_id", it.ID)
 		}
+		if res.NeedsInput() {
+			return &mcp.CallToolResult{InputRequests: res.InputRequests, RequestState: res.RequestState}, nil
+		}
 		env, e := r.shape(ctx, req.Session, it, firewall.Result{Parts: resourceParts(res.Contents)}, time.Since(start))
 		if e != nil {
 			return nil, e.withDetail("resource_id", it.ID)
@@ -163,6 +166,9 @@ func (r *Runtime) handlePromptGet(ctx context.Context, req *mcp.CallToolRequest)
 		res, err := c.getPrompt(cctx, it, args)
 		if err != nil {
 			return nil, classify(err).withDetail("prompt_id", it.ID)
+		}
+		if res.NeedsInput() {
+			return &mcp.CallToolResult{InputRequests: res.InputRequests, RequestState: res.RequestState}, nil
 		}
 		env, e := r.shape(ctx, req.Session, it, firewall.Result{Parts: promptParts(res.Messages)}, time.Since(start))
 		if e != nil {

@@ -118,9 +118,19 @@ func (rec *recorder) finish(c *caller, method string, res mcp.Result, err error,
 		// parameters) or it failed in the SDK: the error goes out as it is.
 		e = protocolError(err)
 	} else if e != nil {
-		if method == "tools/call" {
+		switch {
+		case method == "tools/call" && (e.Code == CodeRequestStateInvalid || c.sessionless && e.Code == CodeClientCapabilityMissing):
+			// A retry whose request state does not open is refused as
+			// a request, not answered as a tool (SEP-2322: -32602); so
+			// is a call that needs a capability the request did not
+			// declare (SEP-2575: -32021).
+			err = rpcError(e)
+		case method == "tools/call":
 			res, err = errorResult(e), nil
-		} else {
+			if c.sessionless {
+				res = completed(res.(*mcp.CallToolResult))
+			}
+		default:
 			err = rpcError(e)
 		}
 	}
@@ -288,7 +298,7 @@ func protocolCode(code int64) string {
 // rpcError is a gateway error of a method other than tools/call as a
 // JSON-RPC error whose message starts with its code.
 func rpcError(e *Error) error {
-	return &jsonrpc.Error{Code: codes.JSONRPC(e.Code), Message: e.Code + ": " + e.Message}
+	return &jsonrpc.Error{Code: codes.JSONRPC(e.Code), Message: e.Code + ": " + e.Message, Data: e.rpcData}
 }
 
 // denyReceipt records an HTTP request the identity middleware or the

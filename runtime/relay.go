@@ -395,6 +395,12 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 			rc.rc.MCP.SessionID = f.c.ss.ID()
 		}
 	}
+	if f.c != nil && f.c.sessionless {
+		// A 2026-07-28 client takes no request in the middle of a call;
+		// the go-sdk would refuse to send one with an error that names
+		// neither the upstream nor the cause.
+		return done(CodeRelaySessionless, &relayError{CodeRelaySessionless, fmt.Sprintf("upstream %q sent %s in the middle of a call for a client at protocol %s, which takes no such requests", f.server, method, f.c.version)})
+	}
 	if f.session() == nil {
 		return done(CodeClientCapabilityMissing, &relayError{CodeClientCapabilityMissing, "the call has no client session to ask"})
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
+	"github.com/quiver-mcp/quiver/runtime/protocol"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -128,9 +129,12 @@ type Runtime struct {
 	// subs what clients asked of the upstreams; life is Start's context.
 	relay    *relay
 	affinity affinity
-	levels   logLevels
-	subs     subscriptions
-	life     context.Context
+	// mrtr relays upstreams' input requests to sessionless callers; its
+	// sealer is made at Start.
+	mrtr   *mrtr
+	levels logLevels
+	subs   subscriptions
+	life   context.Context
 
 	// The safety profile: the verifier (nil without issuers), the
 	// authorizer (incident state, policy, approvals), the recorder
@@ -187,6 +191,7 @@ func New(cfg *config.Config, deps Deps) (*Runtime, error) {
 		rebuilt:   make(chan struct{}),
 		relay:     newRelay(),
 	}
+	r.mrtr = &mrtr{r: r}
 	r.rec = recorder{log: log, met: r.met, auth: &r.auth}
 	if r.localName == "" {
 		// The process owner is the principal of a stdio session: known
@@ -297,6 +302,13 @@ func (r *Runtime) Start(ctx context.Context) error {
 		return err
 	}
 	r.store = store
+	key, err := sealingKey(r.cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	if r.mrtr.seal, err = protocol.NewSealer(key, protocol.SealerOptions{}); err != nil {
+		return err
+	}
 	if err := r.pinRegistry(); err != nil {
 		return err
 	}

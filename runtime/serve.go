@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/quiver-mcp/quiver/runtime/admin"
 	"github.com/quiver-mcp/quiver/runtime/identity"
+	"github.com/quiver-mcp/quiver/runtime/protocol"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -40,8 +41,10 @@ func (r *Runtime) Handler(path string) http.Handler {
 	mux := http.NewServeMux()
 	// A configured host allow-list replaces the go-sdk's loopback rule
 	// (a gateway behind a proxy on loopback is reached by its public name).
-	var mcpHandler http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return r.server },
-		&mcp.StreamableHTTPOptions{DisableLocalhostProtection: len(r.cfg.Listen.AllowedHosts) > 0, SessionTimeout: time.Duration(r.cfg.Listen.SessionIdleTimeout)})
+	// One endpoint for every revision: sessions up to 2025-11-25, and
+	// sessionless requests at 2026-07-28 (runtime/protocol routes them).
+	var mcpHandler http.Handler = protocol.NewRouter(r.server,
+		protocol.RouterOptions{DisableLocalhostProtection: len(r.cfg.Listen.AllowedHosts) > 0, SessionTimeout: time.Duration(r.cfg.Listen.SessionIdleTimeout)})
 	if r.verifier != nil {
 		// Every request is authenticated before MCP routing (spec 001
 		// MUST 2); the middleware also removes the Authorization header.

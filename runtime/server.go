@@ -31,13 +31,11 @@ func (r *Runtime) newServer() *mcp.Server {
 			Completions: &mcp.CompletionCapabilities{},
 		},
 		CompletionHandler: r.handleComplete,
-		// Protocol 2026-07-28 forbids the server-to-client requests quiver
-		// forwards during a call (sampling, elicitation); they become
-		// multi-round-trip results, which quiver does not relay yet
-		// (runtime/protocol has the listener's router and the sealed
-		// request state for it). Newer clients negotiate 2025-11-25
-		// instead of losing them.
-		SupportedProtocolVersions: legacyProtocols(),
+		// Every revision the go-sdk speaks, chosen per client: sessions
+		// up to 2025-11-25, sessionless requests (over HTTP through the
+		// router in Handler) at 2026-07-28, whose input requests quiver
+		// relays as multi-round-trip results (mrtr.go).
+		SupportedProtocolVersions: mcp.SupportedProtocolVersions(),
 		SetCacheable:              protocol.Cacheable(protocol.CacheOptions{Stable: r.stableAnswer, Settled: r.settled, Private: r.auth.filtering}),
 	}
 	if r.cfg.Mode == config.ModeDirect {
@@ -194,20 +192,4 @@ func (r *Runtime) settled() bool {
 		}
 	}
 	return true
-}
-
-// newestForwardable is the newest protocol version whose server-to-client
-// requests quiver forwards.
-const newestForwardable = "2025-11-25"
-
-// legacyProtocols are the go-sdk's protocol versions up to
-// newestForwardable (the versions are dates, so they compare as strings).
-func legacyProtocols() []string {
-	var out []string
-	for _, v := range mcp.SupportedProtocolVersions() {
-		if v <= newestForwardable {
-			out = append(out, v)
-		}
-	}
-	return out
 }

@@ -91,7 +91,7 @@ func (r *Runtime) addUpstream(u *config.Upstream) error {
 	r.relayHooks(name, &c, &uo)
 	c = upstream.New(spec, uo)
 	r.clients = append(r.clients, c)
-	lc := liveConn{c: c, spec: spec, relay: r.relay}
+	lc := liveConn{c: c, spec: spec, relay: r.relay, input: r.mrtr}
 	if u.Sessions == config.SessionsPerClient {
 		lc.perClient = r.affineClient
 	}
@@ -141,6 +141,7 @@ func (r *Runtime) specOf(u *config.Upstream) (upstream.Spec, *tokenexchange.Exch
 		Bearer:         bearer,
 		ConnectTimeout: time.Duration(u.ConnectTimeout),
 		CallTimeout:    time.Duration(u.CallTimeout),
+		Protocol:       u.Protocol,
 	}
 	if err := spec.Validate(); err != nil {
 		return upstream.Spec{}, nil, fmt.Errorf("runtime: %w", err)

@@ -89,13 +89,19 @@ func (s *dSyncBuf) String() string {
 // keeping its stderr.
 func directStdio(t *testing.T, copts *mcp.ClientOptions, args ...string) (*mcp.ClientSession, *dSyncBuf) {
 	t.Helper()
+	return directStdioAt(t, nil, copts, args...)
+}
+
+// directStdioAt is directStdio with session options (nil: defaults).
+func directStdioAt(t *testing.T, so *mcp.ClientSessionOptions, copts *mcp.ClientOptions, args ...string) (*mcp.ClientSession, *dSyncBuf) {
+	t.Helper()
 	logs := &dSyncBuf{}
 	cmd := exec.Command(quiverBin, append([]string{"serve"}, args...)...)
 	cmd.Stderr = logs
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-direct", Version: "1"}, copts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, so)
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, logs)
 	}
@@ -112,10 +118,16 @@ func directStdio(t *testing.T, copts *mcp.ClientOptions, args ...string) (*mcp.C
 // startHTTP.
 func directHTTP(t *testing.T, srv *httpServer, copts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
+	return directHTTPAt(t, srv, nil, copts)
+}
+
+// directHTTPAt is directHTTP with session options (nil: defaults).
+func directHTTPAt(t *testing.T, srv *httpServer, so *mcp.ClientSessionOptions, copts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-direct", Version: "1"}, copts)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url}, so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,7 +494,7 @@ func TestE2EDirectHTTP(t *testing.T) {
 	// mode: direct in the file; a custom prefix.
 	cfg, records := directConfig(t, "direct", "", dUp{name: "alpha", prefix: dStr("a.")}, dUp{name: "fleet", catalog: true, prefix: dStr("")})
 	srv := startHTTP(t, "--config", cfg)
-	cs := srv.session(t)
+	cs := srv.sessionAt(t, legacySession())
 	dCheckListing(t, cs, "a.", "tool_view")
 	dCheckCalls(t, cs, "a.", records["alpha"])
 
@@ -494,7 +506,7 @@ func TestE2EDirectHTTP(t *testing.T) {
 	if err := json.Unmarshal([]byte(dText(res)), &env); err != nil || len(env.Artifacts) == 0 {
 		t.Fatalf("big_log: %v %.300s", err, dText(res))
 	}
-	other := srv.session(t)
+	other := srv.sessionAt(t, legacySession())
 	res, m := callTool(t, other, "tool_view", map[string]any{"handle": env.Artifacts[0].Handle, "selector": map[string]any{"type": "head"}})
 	if !res.IsError || m["error"] != "VIEW_FAILED" {
 		t.Fatalf("another session read the artifact: %s", dJSON(t, res))
@@ -515,7 +527,7 @@ func TestE2EDirectResultProtocolFields(t *testing.T) {
 	// session: quiver's sessions negotiate 2025-11-25 at most, and the
 	// answering server is quiver.
 	cfg, _ := directConfig(t, "direct", "", dUp{name: "alpha"})
-	cs, _ := directStdio(t, nil, "--config", cfg)
+	cs, _ := directStdioAt(t, legacySession(), nil, "--config", cfg)
 	if v := cs.InitializeResult().ProtocolVersion; v > "2025-11-25" {
 		t.Fatalf("negotiated %s", v)
 	}
@@ -1100,9 +1112,9 @@ func TestE2EDirectPrimitives(t *testing.T) {
 			ev := &dPrimitiveEvents{}
 			var cs *mcp.ClientSession
 			if transport == "stdio" {
-				cs, _ = directStdio(t, ev.options(), "--config", cfg)
+				cs, _ = directStdioAt(t, legacySession(), ev.options(), "--config", cfg)
 			} else {
-				cs = directHTTP(t, startHTTP(t, "--config", cfg), ev.options())
+				cs = directHTTPAt(t, startHTTP(t, "--config", cfg), legacySession(), ev.options())
 			}
 			caps := cs.InitializeResult().Capabilities
 			if caps.Prompts == nil || caps.Resources == nil || !caps.Resources.Subscribe || caps.Completions == nil {
@@ -1275,7 +1287,7 @@ rules:
     match: {tool_id: ["alpha:add#*"], action: [list]}
 `), 0o644))
 	cfg, records := directConfig(t, "direct", fmt.Sprintf("policy: {file: %q}", policy), dUp{name: "alpha", extras: true})
-	cs, _ := directStdio(t, nil, "--config", cfg)
+	cs, _ := directStdioAt(t, legacySession(), nil, "--config", cfg)
 	ctx := context.Background()
 	if got := dToolNames(dListTools(t, cs)); !slices.Equal(got, []string{"alpha__add", "alpha__echo", "tool_view"}) {
 		t.Fatalf("tools/list = %v", got)

@@ -74,6 +74,9 @@ type fwdClient struct {
 	name string
 	cs   *mcp.ClientSession
 	wire *fwdWireLog // nil over stdio
+	// so are its session options: protocol 2025-11-25 unless a test
+	// asks for the go-sdk's default (2026-07-28).
+	so *mcp.ClientSessionOptions
 
 	// sampleHook, when set, answers sampling/createMessage instead of the
 	// default answer (after the prompt was recorded).
@@ -89,7 +92,7 @@ type fwdClient struct {
 	logs      []*mcp.LoggingMessageParams
 }
 
-func newFwdClient(name string) *fwdClient { return &fwdClient{name: name} }
+func newFwdClient(name string) *fwdClient { return &fwdClient{name: name, so: legacySession()} }
 
 // options returns the client options: progress and log handlers always,
 // sampling and elicitation handlers when handlers is set (which is what
@@ -162,7 +165,7 @@ func (c *fwdClient) connectHTTP(t *testing.T, srv *httpServer, handlers bool) *f
 	client := mcp.NewClient(&mcp.Implementation{Name: c.name, Version: "1"}, c.options(handlers))
 	ctx, cancel := context.WithTimeout(context.Background(), fwdTimeout)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url, HTTPClient: &http.Client{Transport: c.wire}}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url, HTTPClient: &http.Client{Transport: c.wire}}, c.so)
 	if err != nil {
 		t.Fatalf("%s: connect: %v", c.name, err)
 	}
@@ -179,7 +182,7 @@ func (c *fwdClient) connectStdio(t *testing.T, handlers bool, args ...string) *f
 	client := mcp.NewClient(&mcp.Implementation{Name: c.name, Version: "1"}, c.options(handlers))
 	ctx, cancel := context.WithTimeout(context.Background(), fwdTimeout)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, c.so)
 	if err != nil {
 		t.Fatalf("%s: connect: %v", c.name, err)
 	}

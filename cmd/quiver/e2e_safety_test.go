@@ -154,11 +154,17 @@ func (e *safetyEnv) rsToken(t *testing.T, sub string) string {
 // as connects an MCP session presenting token.
 func (e *safetyEnv) as(t *testing.T, token string) *mcp.ClientSession {
 	t.Helper()
+	return e.asAt(t, token, nil)
+}
+
+// asAt is as with session options (nil: the go-sdk's defaults).
+func (e *safetyEnv) asAt(t *testing.T, token string, so *mcp.ClientSessionOptions) *mcp.ClientSession {
+	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
 	hc := &http.Client{Transport: headerRT{"Authorization": "Bearer " + token}}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.srv.url, HTTPClient: hc}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.srv.url, HTTPClient: hc}, so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -607,7 +613,9 @@ func TestSafetyServeRefusesPlainHTTPOffLoopback(t *testing.T) {
 func TestSafety9_EveryRequestReceipted(t *testing.T) {
 	e := startSafety(t, "")
 	token := hsToken(t, "dave", jwt.MapClaims{"groups": []string{"sre"}})
-	dave := e.as(t, token)
+	// Pinned to 2025-11-25: the probe sends a ping and asks about a
+	// session, which exist before 2026-07-28 only.
+	dave := e.asAt(t, token, legacySession())
 	ctx := context.Background()
 	must(t, dave.Ping(ctx, nil))
 	if _, err := dave.CallTool(ctx, &mcp.CallToolParams{Name: "no_such_tool", Arguments: map[string]any{}}); err == nil {

@@ -45,7 +45,7 @@ upstreams:
 			t.Fatalf("up__echo: %v %+v\n%s", err, res, srv.log())
 		}
 	}
-	a, b := srv.session(t), srv.session(t)
+	a, b := srv.sessionAt(t, legacySession()), srv.sessionAt(t, legacySession())
 	call(a)
 	pidsA := upstreamPIDs(t, record)
 	call(b)
@@ -112,7 +112,7 @@ upstreams:
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url}, nil)
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url}, legacySession())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +185,7 @@ upstreams:
 	defer cancel()
 	cmd := exec.Command(quiverBin, "serve", "--config", cfg)
 	cmd.Stderr = testWriter{t}
-	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, legacySession())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ upstreams:
     sessions: per_client
 `, filepath.Join(dir, "state"), upstreamBin, record)), 0o644))
 	srv := startHTTP(t, "--config", cfg)
-	cs := srv.session(t)
+	cs := srv.sessionAt(t, legacySession())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "up__echo", Arguments: map[string]any{"text": "hi"}}); err != nil || res.IsError {

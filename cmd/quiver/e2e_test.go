@@ -164,10 +164,24 @@ func (s *httpServer) log() string {
 
 func (s *httpServer) session(t *testing.T) *mcp.ClientSession {
 	t.Helper()
+	return s.sessionAt(t, nil)
+}
+
+// legacySession pins a client to protocol 2025-11-25: the last revision
+// with sessions, for the tests of what sessions carry (server-to-client
+// requests mid-call, per-client upstream sessions, idle timeouts,
+// subscriptions, logging/setLevel). The go-sdk's default is 2026-07-28.
+func legacySession() *mcp.ClientSessionOptions {
+	return &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+}
+
+// sessionAt is session with session options (nil: the go-sdk's defaults).
+func (s *httpServer) sessionAt(t *testing.T, so *mcp.ClientSessionOptions) *mcp.ClientSession {
+	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.url}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.url}, so)
 	if err != nil {
 		t.Fatal(err)
 	}

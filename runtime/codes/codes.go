@@ -79,6 +79,8 @@ const (
 	ClientCapabilityMissing = "CLIENT_CAPABILITY_MISSING"
 	RelayNoCaller           = "RELAY_NO_CALLER"
 	RelayAmbiguous          = "RELAY_AMBIGUOUS"
+	RelaySessionless        = "RELAY_SESSIONLESS"
+	RequestStateInvalid     = "REQUEST_STATE_INVALID"
 	ClientError             = "CLIENT_ERROR"
 	ToolError               = "TOOL_ERROR"
 )
@@ -165,6 +167,7 @@ const (
 	// package does not import the whole mcp package; a test compares them.
 	headerMismatch             = -32020
 	unsupportedProtocolVersion = -32022
+	missingClientCapabilities  = -32021
 )
 
 // table is built once and never written; All hands out a copy.
@@ -241,14 +244,18 @@ var table = []Info{
 	{Code: RegistryVersionMismatch, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
 		Description: "the call was judged against another registry version than the one pinned at start, or the registry failed to load"},
 
-	{Code: RelayDenied, Origin: Quiver, Receipt: Deny,
-		Description: "to the upstream: the policy (or incident mode) does not let it send this sampling or elicitation request to the client"},
-	{Code: ClientCapabilityMissing, Origin: Quiver, Receipt: Deny,
-		Description: "to the upstream: the client did not announce the sampling or elicitation capability"},
+	{Code: RelayDenied, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
+		Description: "the policy (or incident mode) does not let the upstream send this sampling, elicitation or roots request to the client; to the upstream, or to a 2026-07-28 client whose request it ends"},
+	{Code: ClientCapabilityMissing, Origin: Quiver, Receipt: Deny, JSONRPC: missingClientCapabilities,
+		Description: "the client did not announce the sampling, elicitation or roots capability the upstream's request needs; to the upstream, or to a 2026-07-28 client whose request it ends"},
 	{Code: RelayNoCaller, Origin: Quiver, Receipt: Deny,
 		Description: "to the upstream: no call of any client is in flight on its session, so there is nobody to ask"},
 	{Code: RelayAmbiguous, Origin: Quiver, Receipt: Deny,
 		Description: "to the upstream: calls of several clients are in flight on its shared session (sessions: per_client removes the ambiguity)"},
+	{Code: RelaySessionless, Origin: Quiver, Receipt: Deny,
+		Description: "to the upstream: it sent a request in the middle of a call (protocol 2025-11-25 or older) for a client at 2026-07-28, which takes no such requests (pin the client to 2025-11-25, or upgrade the upstream)"},
+	{Code: RequestStateInvalid, Origin: Quiver, Receipt: Deny, JSONRPC: invalidParams,
+		Description: "a retry's requestState is tampered, expired, already used, another caller's, or for another request: a JSON-RPC error, for tools/call too; nothing reached the upstream"},
 	{Code: ClientError, Origin: Client, Receipt: AllowError,
 		Description: "receipts only: a relayed request reached the client, which answered with an error or not at all"},
 	{Code: ToolError, Origin: Upstream, Receipt: AllowError,

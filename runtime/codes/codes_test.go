@@ -155,19 +155,21 @@ func TestLookups(t *testing.T) {
 
 // rpcNames are the JSON-RPC codes the table may use.
 var rpcNames = map[int64]string{
-	0:                                  "",
-	jsonrpc.CodeParseError:             "parse error",
-	jsonrpc.CodeInvalidRequest:         "invalid request",
-	jsonrpc.CodeMethodNotFound:         "method not found",
-	jsonrpc.CodeInvalidParams:          "invalid params",
-	jsonrpc.CodeInternalError:          "internal error",
-	mcp.CodeHeaderMismatch:             "header mismatch",
-	mcp.CodeUnsupportedProtocolVersion: "unsupported protocol version",
+	0:                                         "",
+	jsonrpc.CodeParseError:                    "parse error",
+	jsonrpc.CodeInvalidRequest:                "invalid request",
+	jsonrpc.CodeMethodNotFound:                "method not found",
+	jsonrpc.CodeInvalidParams:                 "invalid params",
+	jsonrpc.CodeInternalError:                 "internal error",
+	mcp.CodeHeaderMismatch:                    "header mismatch",
+	mcp.CodeUnsupportedProtocolVersion:        "unsupported protocol version",
+	mcp.CodeMissingRequiredClientCapabilities: "missing required client capabilities",
 }
 
 // The MCP codes the table spells out are the go-sdk's.
 func TestMCPCodes(t *testing.T) {
-	if headerMismatch != mcp.CodeHeaderMismatch || unsupportedProtocolVersion != mcp.CodeUnsupportedProtocolVersion {
+	if headerMismatch != mcp.CodeHeaderMismatch || unsupportedProtocolVersion != mcp.CodeUnsupportedProtocolVersion ||
+		missingClientCapabilities != mcp.CodeMissingRequiredClientCapabilities {
 		t.Fatalf("go-sdk: header mismatch %d, unsupported protocol version %d", mcp.CodeHeaderMismatch, mcp.CodeUnsupportedProtocolVersion)
 	}
 }

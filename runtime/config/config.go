@@ -321,6 +321,11 @@ type Upstream struct {
 	// command, url or sse upstream; "" for a catalog upstream, which has
 	// no session.
 	Sessions SessionMode `json:"sessions,omitempty" yaml:"sessions,omitempty"`
+	// Protocol, when set, is the newest MCP revision quiver offers this
+	// upstream ("" = the newest the go-sdk speaks). A server that sends
+	// requests in the middle of a call, which 2026-07-28 forbids, keeps
+	// doing so at 2025-11-25.
+	Protocol string `json:"protocol" yaml:"protocol"`
 	// Enabled false keeps the entry without starting or listing it.
 	Enabled bool `json:"enabled" yaml:"enabled"`
 	// Workspace, when set, confines the path arguments of this upstream's

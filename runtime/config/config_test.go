@@ -445,7 +445,7 @@ func TestInvalid(t *testing.T) {
 		{"unknown nested", "browse:\n  top_k: 3\n  topk: 4", "quiver.yaml:3:3: browse.topk: unknown key (did you mean top_k?)"},
 		{"unknown far", "firewall: {mode: strict}", "quiver.yaml:1:12: firewall.mode: unknown key; allowed: enabled, max_inline_tokens, off_for"},
 		{"unknown upstream key", "upstreams:\n  - name: a\n    command: [x]\n    args: [y]",
-			"quiver.yaml:4:5: upstreams[0].args: unknown key; allowed: call_timeout, catalog, command, connect_timeout, credentials, dir, egress, enabled, env, name, risk, sessions, sse, tool_prefix, trust_level, url, workspace"},
+			"quiver.yaml:4:5: upstreams[0].args: unknown key; allowed: call_timeout, catalog, command, connect_timeout, credentials, dir, egress, enabled, env, name, protocol, risk, sessions, sse, tool_prefix, trust_level, url, workspace"},
 		{"duplicate key", "mode: proxy\nmode: gateway", "quiver.yaml:2:1: mode: duplicate key (first at line 1)"},
 		// Upstreams.
 		{"missing name", "upstreams:\n  - command: [x]", `quiver.yaml:2:5: upstreams[0]: missing required key "name"`},

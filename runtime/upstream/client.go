@@ -528,7 +528,11 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 		// Over HTTP the event streams are counted by headerTransport.
 		bt.received = &s.received
 	}
-	cs, err := c.mc.Connect(cctx, bt, nil)
+	var so *mcp.ClientSessionOptions
+	if c.spec.Protocol != "" {
+		so = &mcp.ClientSessionOptions{ProtocolVersion: c.spec.Protocol}
+	}
+	cs, err := c.mc.Connect(cctx, bt, so)
 	if err != nil {
 		e := classify(ctx, cctx, probe, false, err)
 		e.Err = fmt.Errorf("upstream %q: connect: %w", c.spec.Name, e.Err)

@@ -50,6 +50,10 @@ type Spec struct {
 	// Headers unchanged.
 	Bearer func(ctx context.Context) (string, error)
 
+	// Protocol, when set, is the MCP revision to ask the server for
+	// ("" = the newest the go-sdk speaks).
+	Protocol string
+
 	// ConnectTimeout bounds starting the server and the MCP handshake
 	// (default DefaultConnectTimeout).
 	ConnectTimeout time.Duration

@@ -86,6 +86,7 @@ type config struct {
 	ignoreTerm bool
 	maxProto   string
 	extras     bool
+	askPrims   bool
 }
 
 // rejectFlag is a repeatable -reject TOOL=STATUS flag.
@@ -130,6 +131,7 @@ func main() {
 	flag.BoolVar(&cfg.linger, "linger", false, "stdio: keep running after stdin is closed, until SIGTERM (as Node servers do)")
 	flag.BoolVar(&cfg.ignoreTerm, "ignore-sigterm", false, "ignore SIGTERM too, so only SIGKILL ends the process")
 	flag.StringVar(&cfg.maxProto, "max-protocol", "", "newest MCP protocol version to offer, e.g. 2025-11-25 to behave like the Node servers (default: all the go-sdk supports)")
+	flag.BoolVar(&cfg.askPrims, "ask-primitives", false, "add the prompt interview and the resource test://secret, which ask for input the multi-round-trip way")
 	flag.BoolVar(&cfg.extras, "extras", false, "add the tools sample, elicit, log and touch, the resource template test://items/{id}, completions and resource subscriptions")
 	flag.Parse()
 
@@ -200,6 +202,9 @@ func run(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer)
 	a.server.AddReceivingMiddleware(a.recordMiddleware)
 	a.addTools()
 	a.addResourcesAndPrompts()
+	if cfg.askPrims {
+		a.addAskPrimitives()
+	}
 	if cfg.extras {
 		a.addExtras()
 	}
@@ -538,7 +543,7 @@ func (a *app) addTools() {
 		})
 }
 
-// addExtras adds what -extras enables: the tools sample, elicit, ask, log
+// addExtras adds what -extras enables: the tools sample, elicit, ask, consult, log
 // and touch, and the resource template test://items/{id}.
 func (a *app) addExtras() {
 	s := a.server
@@ -587,6 +592,33 @@ func (a *app) addExtras() {
 			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
 				"answer": &mcp.ElicitParams{Message: in.Question, RequestedSchema: json.RawMessage(
 					`{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}`)},
+			}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "consult", Description: "Ask the client to sample its model the multi-round-trip way (protocol 2026-07-28: an input-required result; the go-sdk turns it into sampling/createMessage for older clients)."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in sampleIn) (*mcp.CallToolResult, any, error) {
+			// Over the wire a sampling answer decodes as the with-tools
+			// form; in process it may be either.
+			switch res := req.Params.InputResponses["model"].(type) {
+			//lint:ignore SA1019 sampling is deprecated in 2026-07-28 but still what this tool tests.
+			case *mcp.CreateMessageWithToolsResult:
+				var text string
+				for _, c := range res.Content {
+					if tc, ok := c.(*mcp.TextContent); ok {
+						text += tc.Text
+					}
+				}
+				return textResult(fmt.Sprintf("consulted: %s %s", res.Model, text)), nil, nil
+			//lint:ignore SA1019 sampling is deprecated in 2026-07-28 but still what this tool tests.
+			case *mcp.CreateMessageResult:
+				var text string
+				if tc, ok := res.Content.(*mcp.TextContent); ok {
+					text = tc.Text
+				}
+				return textResult(fmt.Sprintf("consulted: %s %s", res.Model, text)), nil, nil
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
+				//lint:ignore SA1019 sampling is deprecated in 2026-07-28 but still what this tool tests.
+				"model": &mcp.CreateMessageParams{Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Prompt}}}, MaxTokens: 64},
 			}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "log", Description: "Send one notifications/message at the given level."},
@@ -710,6 +742,38 @@ func (a *app) addResourcesAndPrompts() {
 			}},
 		}, nil
 	})
+}
+
+// addAskPrimitives adds a prompt and a resource that ask the client's user
+// for input with input_required results before they answer (the go-sdk
+// turns them into elicitation/create for older clients).
+func (a *app) addAskPrimitives() {
+	ask := mcp.InputRequestMap{"answer": &mcp.ElicitParams{Message: "password?", RequestedSchema: json.RawMessage(
+		`{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}`)}}
+	answer := func(m mcp.InputResponseMap) (string, bool) {
+		res, ok := m["answer"].(*mcp.ElicitResult)
+		if !ok || res == nil {
+			return "", false
+		}
+		s, _ := res.Content["answer"].(string)
+		return s, true
+	}
+	a.server.AddPrompt(&mcp.Prompt{Name: "interview", Description: "Ask the user for a password, then greet."},
+		func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			s, ok := answer(req.Params.InputResponses)
+			if !ok {
+				return &mcp.GetPromptResult{InputRequests: ask}, nil
+			}
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "interviewed: " + s}}}}, nil
+		})
+	a.server.AddResource(&mcp.Resource{URI: "test://secret", Name: "secret", MIMEType: "text/plain"},
+		func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			s, ok := answer(req.Params.InputResponses)
+			if !ok {
+				return &mcp.ReadResourceResult{InputRequests: ask}, nil
+			}
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: req.Params.URI, MIMEType: "text/plain", Text: "secret for " + s}}}, nil
+		})
 }
 
 func clamp(n int) int { return min(max(n, 0), maxBig) }

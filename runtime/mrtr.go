@@ -1,0 +1,310 @@
+//lint:file-ignore SA1019 sampling, elicitation and roots are what an upstream's input requests carry.
+
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/runtime/policy"
+	"github.com/quiver-mcp/quiver/runtime/protocol"
+	"github.com/quiver-mcp/quiver/runtime/receipts"
+	"github.com/quiver-mcp/quiver/runtime/upstream"
+)
+
+// A client at protocol 2026-07-28 has no session on which an upstream
+// could ask it for input in the middle of a call. An upstream at the same
+// revision answers with an input_required result instead; quiver hands its
+// input requests to the client, under a request state of its own that
+// binds the round trip to the caller and to the request, and passes the
+// client's answers to the upstream's retry (multi-round-trip requests,
+// SEP-2322). Every input request is decided and receipted as a relayed
+// server-to-client request is (relay.go): policy actions sample and
+// elicit, the client's announced capabilities, the incident switch.
+
+// inputRelay relays the input requests of upstream calls made for
+// sessionless callers. liveConn calls it around each call (see relayed).
+type inputRelay interface {
+	// resume returns what a sessionless caller's retry brings for the
+	// upstream (its answers and the upstream's request state) and the
+	// round it is; a first try is round 1 with nothing. A state that does
+	// not open for this caller and request is refused (*Error).
+	resume(ctx context.Context, server, target string, args any) (mcp.InputResponseMap, string, int, error)
+	// ask decides and receipts each of the upstream's input requests for
+	// the caller, and returns the sealed state to hand the client with
+	// them; a refused request ends the call (*Error).
+	ask(ctx context.Context, server, toolID, target string, args any, round int, reqs mcp.InputRequestMap, upState string) (string, error)
+}
+
+// mrtr is the runtime's inputRelay.
+type mrtr struct {
+	r    *Runtime
+	seal *protocol.Sealer
+}
+
+// sealingKeyFile is the sealing key's file under state_dir.
+const sealingKeyFile = "mrtr.key"
+
+// sealingKey returns the key that seals request states: the one kept in
+// state_dir (made on first start, mode 0600), so that states survive a
+// restart, or a fresh one held in memory without a state_dir.
+func sealingKey(stateDir string) ([]byte, error) {
+	if stateDir == "" {
+		return protocol.NewKey()
+	}
+	path := filepath.Join(stateDir, sealingKeyFile)
+	k, err := os.ReadFile(path)
+	switch {
+	case err == nil && len(k) == protocol.KeySize:
+		return k, nil
+	case err == nil:
+		return nil, fmt.Errorf("sealing key %s: %d bytes, want %d", path, len(k), protocol.KeySize)
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("sealing key: %w", err)
+	}
+	if k, err = protocol.NewKey(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("sealing key: %w", err)
+	}
+	// O_EXCL: of two processes starting at once, one writes the key and
+	// the other reads it.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return sealingKey(stateDir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sealing key: %w", err)
+	}
+	if _, err := f.Write(k); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("sealing key: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("sealing key: %w", err)
+	}
+	return k, nil
+}
+
+// argsHash is the hash a state binds the request's arguments with; JSON of
+// Go maps has sorted keys, so equal arguments hash alike.
+func argsHash(args any) string {
+	if args == nil {
+		return ""
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func (m *mrtr) resume(ctx context.Context, server, target string, args any) (mcp.InputResponseMap, string, int, error) {
+	c := callerOf(ctx)
+	if m.seal == nil {
+		return nil, "", 0, newError(CodeInternal, "the runtime is not started")
+	}
+	if c == nil {
+		return nil, "", 1, nil
+	}
+	if c.reqState == "" {
+		// Answers without a state of quiver's: the client answers
+		// what the upstream asks without a state of its own (or asks
+		// again for), and the upstream judges them as it would a
+		// direct client's. They carry nothing quiver vouches for.
+		return c.inputs, "", 1, nil
+	}
+	// A state opens once; a call retried after a failure (retry.
+	// max_attempts) resumes with what the first attempt opened.
+	if o := c.resumed; o != nil {
+		return o.answers, o.upState, o.round, o.err
+	}
+	answers, upState, round, err := m.open(c, server, target, args)
+	c.resumed = &resumption{answers: answers, upState: upState, round: round, err: err}
+	return answers, upState, round, err
+}
+
+// resumption is what a retry's state opened to.
+type resumption struct {
+	answers mcp.InputResponseMap
+	upState string
+	round   int
+	err     error
+}
+
+func (m *mrtr) open(c *caller, server, target string, args any) (mcp.InputResponseMap, string, int, error) {
+	st, err := m.seal.Open(c.reqState, c.stateKey())
+	if err != nil {
+		msg := "the request state is not one quiver issued, or was altered"
+		switch {
+		case errors.Is(err, protocol.ErrStateExpired):
+			msg = "the request state has expired; call again without it"
+		case errors.Is(err, protocol.ErrStateForeign):
+			msg = "the request state was issued to another caller"
+		case errors.Is(err, protocol.ErrStateReplayed):
+			msg = "the request state was used already"
+		}
+		return nil, "", 0, newError(CodeRequestStateInvalid, "%s", msg).withPath("requestState")
+	}
+	if st.Upstream != server || st.Target != target || st.ArgsHash != argsHash(args) {
+		return nil, "", 0, newError(CodeRequestStateInvalid, "the request state belongs to another request (tool, prompt, resource or arguments differ)").withPath("requestState")
+	}
+	// Only the answers the upstream asked for travel on.
+	answers := make(mcp.InputResponseMap, len(st.InputIDs))
+	for _, id := range st.InputIDs {
+		if a, ok := c.inputs[id]; ok {
+			answers[id] = a
+		}
+	}
+	return answers, st.UpstreamState, st.Round + 1, nil
+}
+
+func (m *mrtr) ask(ctx context.Context, server, toolID, target string, args any, round int, reqs mcp.InputRequestMap, upState string) (string, error) {
+	c := callerOf(ctx)
+	if round > upstream.MaxInputRounds {
+		return "", newError(CodeUpstreamError, "the upstream asked for input more than %d times", upstream.MaxInputRounds)
+	}
+	ids := make([]string, 0, len(reqs))
+	for id := range reqs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if err := m.r.decideInput(c, server, toolID, reqs[id]); err != nil {
+			return "", err
+		}
+	}
+	return m.seal.Seal(protocol.State{Upstream: server, Target: target, ArgsHash: argsHash(args), Principal: c.stateKey(),
+		UpstreamState: upState, InputIDs: ids, Round: round})
+}
+
+// inputKind names what an input request asks of the client: its method
+// (for the receipt), the policy action that decides it, and whether the
+// client announced the capability it needs. A roots/list request hands the
+// upstream what the client knows, as an elicitation does, so the elicit
+// action decides it.
+func inputKind(ir mcp.InputRequest, caps *mcp.ClientCapabilities) (method, action string, capable bool) {
+	switch ir.(type) {
+	case *mcp.ElicitParams:
+		return "elicitation/create", policy.ActionElicit, caps != nil && caps.Elicitation != nil
+	case *mcp.CreateMessageParams, *mcp.CreateMessageWithToolsParams:
+		return "sampling/createMessage", policy.ActionSample, caps != nil && caps.Sampling != nil
+	case *mcp.ListRootsParams:
+		return "roots/list", policy.ActionElicit, caps != nil && (caps.RootsV2 != nil || caps.Roots.ListChanged)
+	}
+	return "", "", false
+}
+
+// capabilityOf names the client capability an input request needs.
+func capabilityOf(action, method string) string {
+	switch {
+	case method == "roots/list":
+		return "roots"
+	case action == policy.ActionSample:
+		return "sampling"
+	}
+	return "elicitation"
+}
+
+// decideInput decides one input request of upstream server, made during
+// the call of toolID ("" for a prompt or resource) for caller c, and
+// writes its receipt, as forward does for a request in the middle of a
+// call. It returns the refusal that ends the call, or nil.
+func (r *Runtime) decideInput(c *caller, server, toolID string, ir mcp.InputRequest) error {
+	method, action, capable := inputKind(ir, c.caps)
+	start := time.Now()
+	rc := &caller{}
+	if method == "" {
+		method = "input/unknown"
+	}
+	rc.begin(method, nil, start)
+	rc.rc.MCP.ServerID = server
+	rc.rc.Decision, rc.decided = r.auth.allowDecision(), true
+	st := r.state.Load()
+	rc.rc.MCP.ToolID = toolID
+	rc.rc.MCP.TrustLevel = r.upstreamOf(st, server).trust
+	if it, ok := st.snap.Lookup(toolID); ok {
+		rc.rc.MCP.ToolName = it.UpstreamName
+	}
+	if c != nil && !c.p.IsZero() {
+		rc.rc.Principal = receipts.PrincipalOf(c.p)
+	}
+	done := func(e *Error) error {
+		r.rec.write(rc, nil, e, time.Since(start))
+		if e == nil {
+			return nil
+		}
+		return e
+	}
+	if action == "" {
+		return done(newError(CodeUpstreamError, "the upstream asked for input of an unknown kind"))
+	}
+	if !capable {
+		e := newError(CodeClientCapabilityMissing, "the upstream asked for %s, and the client did not announce that capability", method)
+		// The spec's data of -32021: the capabilities the request lacked.
+		e.rpcData = json.RawMessage(`{"requiredCapabilities":{"` + capabilityOf(action, method) + `":{}}}`)
+		return done(e)
+	}
+	if d := r.decideRelay(&flight{c: c, server: server, toolID: toolID}, action); d != nil {
+		rc.decided, rc.rc.Decision, rc.reasons = false, receipts.Decision{PolicyID: d.PolicyID}, d.ReasonCodes
+		return done(newError(CodeRelayDenied, "the policy does not let upstream %q send %s to this client", server, method))
+	}
+	return done(nil)
+}
+
+// relayed runs one upstream call for the caller in ctx. For a sessionless
+// caller it relays input: the retry's state is opened first (nothing
+// reaches the upstream when it does not open), the call carries the
+// answers and the upstream's own state, and an input_required answer is
+// decided, receipted and returned with quiver's sealed state in place of
+// the upstream's. asks reads a result's input requests and state; seal
+// puts quiver's state on it. Other callers' calls run as they are, and an
+// upstream's input_required is answered by runtime/upstream's own loop.
+func relayed[R any](ctx context.Context, ir inputRelay, server, toolID, target string, args any,
+	asks func(R) (mcp.InputRequestMap, string, bool), seal func(R, string),
+	call func(ctx context.Context, answers mcp.InputResponseMap, upState string) (R, error)) (R, error) {
+	c := callerOf(ctx)
+	if ir == nil || c == nil || !c.sessionless {
+		return call(ctx, nil, "")
+	}
+	var zero R
+	answers, upState, round, err := ir.resume(ctx, server, target, args)
+	if err != nil {
+		return zero, err
+	}
+	res, err := call(upstream.RelayInput(ctx), answers, upState)
+	if err != nil {
+		// The upstream refused the call for a capability the client's
+		// _meta did not declare: the client's own refusal (-32021), not
+		// an upstream failure.
+		var je *jsonrpc.Error
+		if errors.As(err, &je) && je.Code == mcp.CodeMissingRequiredClientCapabilities {
+			e := newError(CodeClientCapabilityMissing, "upstream %q requires a client capability this request did not declare", server).withCause(err)
+			e.rpcData = je.Data
+			return res, e
+		}
+		return res, err
+	}
+	reqs, upState, ok := asks(res)
+	if !ok {
+		return res, nil
+	}
+	sealed, err := ir.ask(ctx, server, toolID, target, args, round, reqs, upState)
+	if err != nil {
+		return zero, err
+	}
+	seal(res, sealed)
+	return res, nil
+}
