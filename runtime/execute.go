@@ -128,7 +128,7 @@ type storedOutcome struct {
 // is, unless the firewall kept a large result out of the context.
 func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *executeArgs, direct bool) (*mcp.CallToolResult, *Error) {
 	st := r.state.Load() // one state for the whole call (spec 003 §4.6)
-	it, ok := st.snap.Lookup(a.ToolID)
+	it, ok := lookupTool(st, a.ToolID)
 	if !ok || it.Kind != toolid.KindTool {
 		return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withPath("tool_id")
 	}
