@@ -11,6 +11,7 @@ import (
 	"github.com/quiver-mcp/quiver/artifacts"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/firewall"
+	"github.com/quiver-mcp/quiver/runtime/argguard"
 	"github.com/quiver-mcp/quiver/runtime/controls"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
@@ -549,8 +550,8 @@ func decodeToolArgs(raw json.RawMessage) (map[string]any, *Error) {
 	if args == nil {
 		args = map[string]any{}
 	}
-	if e := preflight(args); e != nil {
-		return nil, e
+	if g := argguard.Preflight(args); g != nil {
+		return nil, refusalError(g)
 	}
 	return args, nil
 }

@@ -1,18 +1,19 @@
-package runtime
+package argguard
 
 import (
 	"encoding/json"
 	"slices"
 	"testing"
 
+	"github.com/quiver-mcp/quiver/runtime/codes"
 	"github.com/quiver-mcp/quiver/runtime/config"
 )
 
 func mustArgs(t *testing.T, raw string) map[string]any {
 	t.Helper()
-	args, e := decodeToolArgs(json.RawMessage(raw))
-	if e != nil {
-		t.Fatalf("%s: %v", raw, e)
+	var args map[string]any
+	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+		t.Fatalf("%s: %v", raw, err)
 	}
 	return args
 }
@@ -53,24 +54,24 @@ func TestCheckWorkspace(t *testing.T) {
 		{"number under path key", `{"path":3}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := checkWorkspace(g, mustArgs(t, tc.raw))
+			g := Workspace(g, mustArgs(t, tc.raw))
 			switch {
 			case tc.key == "" && g != nil:
-				t.Fatalf("refused: %v", g.err)
+				t.Fatalf("refused: %v", g)
 			case tc.key != "" && g == nil:
 				t.Fatal("allowed")
 			case g != nil:
-				if g.err.Code != CodePathOutsideWorkspace || g.err.Details["arg"] != tc.key || g.err.Path != "args" {
-					t.Fatalf("error %+v", g.err)
+				if g.Code != codes.PathOutsideWorkspace || g.Arg != tc.key || g.Path != "args" {
+					t.Fatalf("error %+v", g)
 				}
-				if want := `argument "` + tc.key + `" names a path outside this upstream's workspace`; g.err.Message != want {
-					t.Fatalf("message %q", g.err.Message)
+				if want := `argument "` + tc.key + `" names a path outside this upstream's workspace`; g.Message != want {
+					t.Fatalf("message %q", g.Message)
 				}
 			}
 		})
 	}
 	custom := &config.Workspace{Roots: []string{"/ws"}, PathArgs: []string{"Where"}}
-	if g := checkWorkspace(custom, mustArgs(t, `{"where":"/etc","path":"/etc"}`)); g == nil || g.err.Details["arg"] != "where" {
+	if g := Workspace(custom, mustArgs(t, `{"where":"/etc","path":"/etc"}`)); g == nil || g.Arg != "where" {
 		t.Fatalf("custom keys: %+v", g)
 	}
 }
@@ -106,18 +107,18 @@ func TestCheckEgress(t *testing.T) {
 		{"keyed allowed", keyed, `{"url":"api.example.com"}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := checkEgress(tc.g, mustArgs(t, tc.raw))
+			g := Egress(tc.g, mustArgs(t, tc.raw))
 			switch {
 			case tc.host == "" && g != nil:
-				t.Fatalf("refused: %v", g.err)
+				t.Fatalf("refused: %v", g)
 			case tc.host != "" && g == nil:
 				t.Fatal("allowed")
 			case g != nil:
-				if g.err.Code != CodeEgressBlocked || g.err.Details["host"] != tc.host {
-					t.Fatalf("error %+v", g.err)
+				if g.Code != codes.EgressBlocked || g.Host != tc.host {
+					t.Fatalf("error %+v", g)
 				}
-				if want := []string{ReasonEgressHostNotAllowed, ReasonEgressHostPrefix + tc.host}; !slices.Equal(g.codes, want) {
-					t.Fatalf("codes %v, want %v", g.codes, want)
+				if want := []string{ReasonEgressHostNotAllowed, ReasonEgressHostPrefix + tc.host}; !slices.Equal(g.Reasons, want) {
+					t.Fatalf("codes %v, want %v", g.Reasons, want)
 				}
 			}
 		})
