@@ -394,10 +394,7 @@ func (r *Runtime) verbatim(it *catalog.Item, res *mcp.CallToolResult) bool {
 	if r.fw == nil || r.firewallOffFor(it) {
 		return true
 	}
-	budget := r.cfg.Firewall.MaxInlineTokens
-	if budget <= 0 {
-		budget = firewall.DefaultMaxInlineTokens
-	}
+	budget := r.inlineBudget()
 	var text strings.Builder
 	binary := 0
 	for _, c := range res.Content {
@@ -434,19 +431,63 @@ func (r *Runtime) firewallOffFor(it *catalog.Item) bool {
 	return len(r.cfg.Firewall.OffFor) > 0 && matchAny(r.cfg.Firewall.OffFor, it.ID, it.UpstreamName)
 }
 
+// inlineBudget is the most tokens of text a result may carry inline.
+func (r *Runtime) inlineBudget() int {
+	if b := r.cfg.Firewall.MaxInlineTokens; b > 0 {
+		return b
+	}
+	return firewall.DefaultMaxInlineTokens
+}
+
+// fittingStructured returns the structured content of a successful result
+// of a tool that declares an outputSchema when it alone fits the inline
+// budget: the firewall keeps the rest of the result (its content, often
+// the same data as text) out of the context, and what the schema
+// describes still reaches the client. nil otherwise.
+func (r *Runtime) fittingStructured(it *catalog.Item, res *mcp.CallToolResult) json.RawMessage {
+	if it.Tool == nil || len(it.Tool.OutputSchema) == 0 || res.IsError || res.StructuredContent == nil {
+		return nil
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil || string(b) == "null" {
+		return nil
+	}
+	if budget := r.inlineBudget(); len(b) > budget && r.cards.Counter().Count(string(b)) > budget {
+		return nil
+	}
+	return b
+}
+
+// noSchemaEnvelope is the note of a direct result marked isError only
+// because the tool's outputSchema cannot describe the envelope.
+const noSchemaEnvelope = "quiver: the tool succeeded, but its result is over firewall.max_inline_tokens and its outputSchema cannot describe quiver's envelope, so the result is marked isError; read it from the envelope's artifacts with tool_view, or exempt the tool with firewall.off_for."
+
 // directResult is what a direct call answers for an envelope the firewall
 // shaped: the envelope as text, so the client learns the artifact handles
-// to read with tool_view. Structured content is left out when the tool
-// declares an outputSchema, which the envelope does not follow.
-func directResult(env firewall.Envelope, isError bool, it *catalog.Item) *mcp.CallToolResult {
+// to read with tool_view. A tool that declares an outputSchema must answer
+// a success with structured content that follows it (the TypeScript
+// client throws otherwise; an isError result is exempt), and the envelope
+// does not follow it: the envelope goes as text beside sc (the upstream's
+// own structured content, when fittingStructured let it through), or, when
+// there is none, the result is marked isError with a note saying why.
+func directResult(env firewall.Envelope, isError bool, it *catalog.Item, sc json.RawMessage) *mcp.CallToolResult {
 	if env.Firewall.Strategy == firewall.StrategyInline && env.Result != nil {
 		if res, err := inlineResult(env.Result, isError); err == nil {
 			return res
 		}
 	}
 	out := envelopeResult(env, isError)
-	if it.Tool != nil && len(it.Tool.OutputSchema) > 0 {
-		out.StructuredContent = nil
+	if it.Tool == nil || len(it.Tool.OutputSchema) == 0 {
+		return out
+	}
+	out.StructuredContent = nil
+	switch {
+	case isError:
+	case sc != nil:
+		out.StructuredContent = sc
+	default:
+		out.IsError = true
+		out.Content = append(out.Content, &mcp.TextContent{Text: noSchemaEnvelope})
 	}
 	return out
 }

@@ -112,6 +112,10 @@ type storedOutcome struct {
 	Envelope *firewall.Envelope `json:"envelope,omitempty"`
 	IsError  bool               `json:"is_error,omitempty"`
 	Error    *Error             `json:"error,omitempty"`
+	// Structured is the upstream's structured content that a direct call
+	// of a tool with an outputSchema passed beside the envelope
+	// (fittingStructured), for a replay to answer the same.
+	Structured json.RawMessage `json:"structured,omitempty"`
 }
 
 // execute runs the tool_execute pipeline in the order of DESIGN.md:
@@ -129,7 +133,7 @@ type storedOutcome struct {
 // is, unless the firewall kept a large result out of the context.
 func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *executeArgs, direct bool) (*mcp.CallToolResult, *Error) {
 	st := r.state.Load() // one state for the whole call (spec 003 §4.6)
-	it, ok := st.snap.Lookup(a.ToolID)
+	it, ok := lookupTool(st, a.ToolID)
 	if !ok || it.Kind != toolid.KindTool {
 		return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withPath("tool_id")
 	}
@@ -392,12 +396,16 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 		r.log.Info("tool_execute write", "effect_id", env.Effect.EffectID, "tool_id", it.ID, "tool_class", env.Effect.ToolClass,
 			"batch_total_bytes", env.Effect.BatchTotalBytes, "document_hashes", hashes, "registry", env.Effect.RegistryVersion, "is_error", res.IsError)
 	}
-	complete(storedOutcome{Envelope: &env, IsError: res.IsError})
+	var sc json.RawMessage
+	if direct && !verbatim {
+		sc = r.fittingStructured(it, res)
+	}
+	complete(storedOutcome{Envelope: &env, IsError: res.IsError, Structured: sc})
 	switch {
 	case verbatim:
 		return verbatimResult(res), nil
 	case direct:
-		return directResult(env, res.IsError, it), nil
+		return directResult(env, res.IsError, it, sc), nil
 	}
 	// An upstream tool's own error is a tool error, not a gateway error:
 	// the envelope carries it with status "error".
@@ -443,7 +451,7 @@ func (r *Runtime) beginIdempotent(ctx context.Context, ss *mcp.ServerSession, it
 	}
 	o.Envelope.Provenance.IdempotentReplay = true
 	if direct {
-		return nil, directResult(*o.Envelope, o.IsError, it), nil
+		return nil, directResult(*o.Envelope, o.IsError, it, o.Structured), nil
 	}
 	return nil, envelopeResult(*o.Envelope, o.IsError), nil
 }

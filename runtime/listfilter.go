@@ -37,9 +37,14 @@ func (r *Runtime) filterList(ctx context.Context, res mcp.Result) mcp.Result {
 	case *mcp.ListToolsResult:
 		out := *lr
 		out.Tools = slices.DeleteFunc(slices.Clone(lr.Tools), func(t *mcp.Tool) bool {
+			// A directly exposed tool is listed by its exposed name, a
+			// proxy-mode entry by its wire name; the meta-tools are
+			// neither and stay.
 			id := t.Name
 			if d, ok := st.exp.tools[t.Name]; ok {
 				id = d
+			} else if it, ok := st.snap.LookupWire(t.Name); ok {
+				id = it.ID
 			}
 			return hidden(id, toolid.KindTool)
 		})

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/choicecard"
 	"github.com/quiver-mcp/quiver/router"
 	"github.com/quiver-mcp/quiver/runtime/guard"
@@ -207,7 +208,7 @@ func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (
 			return nil, e
 		}
 		st := r.state.Load()
-		it, ok := st.snap.Lookup(a.ToolID)
+		it, ok := lookupTool(st, a.ToolID)
 		if ok {
 			r.recordItem(ctx, st, it)
 		}
@@ -234,6 +235,18 @@ func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (
 		data, _ := json.Marshal(out)
 		return &mcp.CallToolResult{StructuredContent: json.RawMessage(data), Content: []mcp.Content{&mcp.TextContent{Text: string(data)}}}, nil
 	})
+}
+
+// lookupTool resolves what a caller names a tool by: its tool_id, or the
+// SEP-986 name proxy mode lists it under (catalog.Snapshot.WireName), which
+// a client copies from tools/list. The two never overlap: a tool_id has a
+// ':', a wire name cannot. Whatever the caller used, the item carries the
+// real tool_id into receipts and envelopes.
+func lookupTool(st *state, ref string) (*catalog.Item, bool) {
+	if it, ok := st.snap.Lookup(ref); ok {
+		return it, true
+	}
+	return st.snap.LookupWire(ref)
 }
 
 // structured renders v as structured content with the given text.

@@ -337,6 +337,7 @@ func TestProxySurface(t *testing.T) {
 	if len(names) != n+3 {
 		t.Fatalf("proxy lists %d tools, want %d stripped + 3 meta: %v", len(names), n, names)
 	}
+	var entry string
 	for tool, err := range cs.Tools(context.Background(), nil) {
 		if err != nil {
 			t.Fatal(err)
@@ -351,12 +352,13 @@ func TestProxySurface(t *testing.T) {
 		if string(schema) != `{"type":"object"}` {
 			t.Fatalf("stripped entry %s has schema %s", tool.Name, schema)
 		}
-		if _, ok := rt.Snapshot().Lookup(tool.Name); !ok {
-			t.Fatalf("stripped entry %s is not a tool_id", tool.Name)
+		if _, ok := rt.Snapshot().LookupWire(tool.Name); !ok {
+			t.Fatalf("stripped entry %s is not a wire name", tool.Name)
 		}
+		entry = tool.Name
 	}
 	// Stripped entries are discovery only.
-	wantError(t, cs, names[0], map[string]any{}, CodeArgsInvalid)
+	wantError(t, cs, entry, map[string]any{}, CodeArgsInvalid)
 }
 
 func TestSanitize(t *testing.T) {

@@ -37,14 +37,14 @@ rules:
 	var mathID, githubID string
 	for _, tool := range res.Tools {
 		switch {
-		case strings.HasPrefix(tool.Name, "github:"):
+		case strings.HasPrefix(tool.Name, "github."):
 			t.Fatalf("a denied tool is listed: %s", tool.Name)
-		case strings.HasPrefix(tool.Name, "math:add"):
+		case strings.HasPrefix(tool.Name, "math.add."):
 			mathID = tool.Name
 		}
 	}
 	if mathID == "" {
-		t.Fatalf("math:add not listed: %v", res.Tools)
+		t.Fatalf("math.add.* not listed: %v", res.Tools)
 	}
 	for _, it := range rt.Snapshot().Items("tool") {
 		if it.Server == "github" {

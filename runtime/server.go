@@ -3,8 +3,6 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"strings"
 	"sync"
 
 	"github.com/quiver-mcp/quiver/runtime/config"
@@ -22,7 +20,7 @@ var strippedSchema = json.RawMessage(`{"type":"object"}`)
 
 func (r *Runtime) newServer() *mcp.Server {
 	so := &mcp.ServerOptions{
-		Logger:       slog.New(sdkLogFilter{r.log.Handler()}),
+		Logger:       r.log,
 		Instructions: r.instructions(),
 		Capabilities: &mcp.ServerCapabilities{
 			Tools: &mcp.ToolCapabilities{ListChanged: true},
@@ -84,52 +82,45 @@ func (r *Runtime) afterSwap(old, next *state) {
 	if r.cfg.Mode != config.ModeProxy {
 		return
 	}
-	keep := map[string]bool{}
-	for _, it := range next.snap.Items(toolid.KindTool) {
-		keep[it.ID] = true
-	}
+	// Entries are listed under their wire names (SEP-986's characters; a
+	// tool_id's ':' and '#' are outside them): a name that no longer
+	// stands for a tool goes, a new name or a changed description is
+	// (re)added, and AddTool replaces a name that now stands for another
+	// tool (a collision suffix that moved).
 	var gone []string
 	for _, it := range old.snap.Items(toolid.KindTool) {
-		if !keep[it.ID] {
-			gone = append(gone, it.ID)
+		w, _ := old.snap.WireName(it.ID)
+		if _, ok := next.snap.LookupWire(w); !ok {
+			gone = append(gone, w)
 		}
 	}
 	if len(gone) > 0 {
 		r.server.RemoveTools(gone...)
 	}
 	for _, it := range next.snap.Items(toolid.KindTool) {
-		if prev, ok := old.snap.Lookup(it.ID); ok && prev.Card.Description == it.Card.Description {
+		w, _ := next.snap.WireName(it.ID)
+		if prev, ok := old.snap.LookupWire(w); ok && prev.ID == it.ID && prev.Card.Description == it.Card.Description {
 			continue
 		}
-		tool := &mcp.Tool{Name: it.ID, Description: it.Card.Description, InputSchema: strippedSchema}
+		tool := &mcp.Tool{Name: w, Description: it.Card.Description, InputSchema: strippedSchema}
 		r.server.AddTool(tool, r.handleStripped)
 	}
 }
 
 // handleStripped answers a direct call of a proxy-mode entry: discovery
-// entries are not callable (spec 003 §4.1).
+// entries are not callable (spec 003 §4.1). The refusal names the tool_id
+// and the listed name, either of which tool_execute takes.
 func (r *Runtime) handleStripped(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	return toolCall(ctx, "stripped", func(ctx context.Context) (*mcp.CallToolResult, *Error) {
-		return nil, newError(CodeArgsInvalid, "listed entries are for discovery; call tool_execute with tool_id %q", req.Params.Name).withPath(req.Params.Name)
+		name := req.Params.Name
+		it, ok := r.state.Load().snap.LookupWire(name)
+		if !ok {
+			return nil, newError(CodeHydrateFailed, "no tool named %q in the current catalog", name).withPath("name")
+		}
+		return nil, newError(CodeArgsInvalid, "listed entries are for discovery; call tool_execute with tool_id %q (or its listed name %q)", it.ID, name).
+			withPath("name").withDetail("tool_id", it.ID).withDetail("name", name)
 	})
 }
-
-// sdkLogFilter drops the go-sdk's complaint about tool names outside its
-// recommended character set: proxy-mode names are tool_ids, which carry ':'
-// and '#' by design (spec 003 §4.1 allows them; MCP names are opaque).
-type sdkLogFilter struct{ slog.Handler }
-
-func (f sdkLogFilter) Handle(ctx context.Context, rec slog.Record) error {
-	if strings.HasPrefix(rec.Message, "AddTool: invalid tool name") {
-		return nil
-	}
-	return f.Handler.Handle(ctx, rec)
-}
-
-func (f sdkLogFilter) WithAttrs(a []slog.Attr) slog.Handler {
-	return sdkLogFilter{f.Handler.WithAttrs(a)}
-}
-func (f sdkLogFilter) WithGroup(g string) slog.Handler { return sdkLogFilter{f.Handler.WithGroup(g)} }
 
 // maxSessions bounds the per-session browse state kept at once; the oldest
 // session's state is dropped first.

@@ -17,7 +17,7 @@ import (
 func TestAdminCLIKillSwitch(t *testing.T) {
 	e := startSafety(t, "")
 	alice := e.as(t, hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}}))
-	add := idWithPrefix(listNames(t, alice), "alpha:add#")
+	add := listedID(t, alice, listNames(t, alice), "alpha", "add")
 	if res, m := execute(t, alice, add, map[string]any{"a": 1, "b": 2}); res.IsError {
 		t.Fatalf("before the kill: %v", m)
 	}

@@ -55,7 +55,7 @@ func (e *safetyEnv) denyReceipts(t *testing.T, toolID, code string) []map[string
 	t.Helper()
 	var out []map[string]any
 	for _, r := range e.readReceipts(t) {
-		if field(r, "mcp.tool_id") == toolID && field(r, "decision.result") == "deny" && field(r, "outcome.error_code") == code {
+		if executed(r, toolID) && field(r, "decision.result") == "deny" && field(r, "outcome.error_code") == code {
 			out = append(out, r)
 		}
 	}
@@ -71,7 +71,7 @@ func TestSafety7_WorkspaceBoundary(t *testing.T) {
 	up, record := guardedUpstream(t, "files", fmt.Sprintf("workspace: {roots: [%q], path_args: [TEXT]}", ws))
 	e := startSafety(t, up)
 	alice := e.as(t, hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}}))
-	echo := idWithPrefix(listNames(t, alice), "files:echo#")
+	echo := listedID(t, alice, listNames(t, alice), "files", "echo")
 	if echo == "" {
 		t.Fatal("files:echo is not listed")
 	}
@@ -127,7 +127,7 @@ func TestSafety8_EgressBoundary(t *testing.T) {
 	up, record := guardedUpstream(t, "web", `egress: {allow: [api.example.com, "*.example.org", 127.0.0.1]}`)
 	e := startSafety(t, up)
 	alice := e.as(t, hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}}))
-	echo := idWithPrefix(listNames(t, alice), "web:echo#")
+	echo := listedID(t, alice, listNames(t, alice), "web", "echo")
 	if echo == "" {
 		t.Fatal("web:echo is not listed")
 	}

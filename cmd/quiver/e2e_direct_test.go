@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // End-to-end tests of direct exposure (issue #9): `quiver serve --direct`
@@ -1454,5 +1455,79 @@ func TestE2EDirectGuards(t *testing.T) {
 	res, env := callTool(t, cs, "tool_execute", map[string]any{"tool_id": ids["alpha/echo"], "args": map[string]any{"text": "hi"}, "idempotency_key": "k-direct-1"})
 	if res.IsError || env["status"] != "ok" {
 		t.Fatalf("tool_execute echo with a key: %s", dJSON(t, res))
+	}
+}
+
+// TestE2EDirectOutputSchema: a large result of a tool that declares an
+// outputSchema stays a result the official TypeScript client accepts
+// (client.ts callTool: a success must carry structured content, which is
+// validated against the schema; an isError result is exempt): its own
+// structured content when that fits firewall.max_inline_tokens, beside the
+// envelope as text, and otherwise an isError result carrying the envelope.
+func TestE2EDirectOutputSchema(t *testing.T) {
+	cfg, _ := directConfig(t, "direct", "", dUp{name: "alpha"})
+	cs, _ := directStdio(t, nil, "--config", cfg)
+	tool := dListTools(t, cs)["alpha__report"]
+	if tool == nil || tool.OutputSchema == nil {
+		t.Fatalf("alpha__report is not listed with its outputSchema: %+v", tool)
+	}
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(dJSON(t, tool.OutputSchema)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("out.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := c.Compile("out.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args map[string]any) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__report", Arguments: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case !res.IsError && res.StructuredContent == nil:
+			t.Fatalf("%v: a success without structured content", args)
+		case res.IsError && res.StructuredContent != nil:
+			t.Fatalf("%v: an error result with structured content", args)
+		case !res.IsError:
+			v, err := jsonschema.UnmarshalJSON(strings.NewReader(dJSON(t, res.StructuredContent)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schema.Validate(v); err != nil {
+				t.Fatalf("%v: structured content invalid for the outputSchema: %v", args, err)
+			}
+		}
+		return res
+	}
+	envelope := func(res *mcp.CallToolResult) map[string]any {
+		t.Helper()
+		var env map[string]any
+		if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &env); err != nil {
+			t.Fatalf("content[0] is no envelope: %v", err)
+		}
+		return env
+	}
+
+	res := run(map[string]any{"lines": 2000})
+	if env := envelope(res); res.IsError || field(env, "firewall.triggered") != true || dJSON(t, res.StructuredContent) != `{"lines":2000}` {
+		t.Fatalf("large text, small structured content: %v %s", env, dJSON(t, res.StructuredContent))
+	}
+	res = run(map[string]any{"lines": 2000, "full": true})
+	env := envelope(res)
+	if !res.IsError || field(env, "status") != "ok" || len(env["artifacts"].([]any)) == 0 || !strings.Contains(res.Content[1].(*mcp.TextContent).Text, "outputSchema") {
+		t.Fatalf("large structured content: isError=%v %v", res.IsError, env)
+	}
+	handle := field(env["artifacts"].([]any)[0].(map[string]any), "handle")
+	if vr, m := callTool(t, cs, "tool_view", map[string]any{"handle": handle, "selector": map[string]any{"type": "grep", "pattern": "ERROR", "max_matches": 2}}); vr.IsError {
+		t.Fatalf("tool_view: %v", m)
+	}
+	if res := run(map[string]any{"lines": 2}); res.IsError || dJSON(t, res.StructuredContent) != `{"lines":2}` {
+		t.Fatalf("small result: %+v", res)
 	}
 }

@@ -82,7 +82,7 @@ func TestSafety4_TokenExchange(t *testing.T) {
 	e := startSafety(t, up, "QUIVER_E2E_TX_SECRET", "tx-client-secret", "QUIVER_E2E_GATEWAY_SUBJECT", "gateway-subject-token")
 	token := hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}})
 	alice := e.as(t, token)
-	who := idWithPrefix(listNames(t, alice), "remote:whoami#")
+	who := listedID(t, alice, listNames(t, alice), "remote", "whoami")
 	res, env := execute(t, alice, who, nil)
 	if res.IsError {
 		t.Fatalf("whoami: %v", env)
@@ -134,7 +134,7 @@ func TestSafety4_TokenExchange(t *testing.T) {
 	if !gateway {
 		t.Fatal("listing did not use the gateway's exchanged token")
 	}
-	r := e.waitReceipt(t, "whoami", func(r map[string]any) bool { return field(r, "mcp.tool_id") == who })
+	r := e.waitReceipt(t, "whoami", func(r map[string]any) bool { return executed(r, who) })
 	if field(r, "token_handling.mode") != "exchanged" || field(r, "token_handling.passthrough_detected") != false ||
 		field(r, "decision.result") != "allow" || field(r, "outcome.status") != "success" {
 		t.Fatalf("receipt: %v", r)

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -184,6 +185,42 @@ func listNames(t *testing.T, cs *mcp.ClientSession) []string {
 	return names
 }
 
+// listedAs returns the entry proxy mode lists for tool name of namespace
+// ns: its SEP-986 name "<ns>.<name>.<10 hex>" (never the tool_id, whose
+// ':' and '#' SEP-986 does not allow), or "" when it is not listed.
+func listedAs(names []string, ns, name string) string {
+	re := regexp.MustCompile(`^` + regexp.QuoteMeta(ns+"."+name) + `\.[0-9a-f]{10}$`)
+	for _, n := range names {
+		if re.MatchString(n) {
+			return n
+		}
+	}
+	return ""
+}
+
+// listedID resolves the entry listed for tool name of namespace ns to its
+// tool_id with tool_hydrate, which takes the listed name; "" when the tool
+// is not listed.
+func listedID(t *testing.T, cs *mcp.ClientSession, names []string, ns, name string) string {
+	t.Helper()
+	w := listedAs(names, ns, name)
+	if w == "" {
+		return ""
+	}
+	res, m := callTool(t, cs, "tool_hydrate", map[string]any{"tool_id": w})
+	id, _ := m["id"].(string)
+	if res.IsError || !strings.HasPrefix(id, ns+":"+name+"#") {
+		t.Fatalf("tool_hydrate(%s) = %v", w, m)
+	}
+	return id
+}
+
+// executed reports whether receipt r is of a tool_execute of toolID (not
+// the tool_hydrate that listedID resolved it with).
+func executed(r map[string]any, toolID string) bool {
+	return field(r, "mcp.method") == "tools/call:tool_execute" && field(r, "mcp.tool_id") == toolID
+}
+
 func idWithPrefix(names []string, prefix string) string {
 	for _, n := range names {
 		if strings.HasPrefix(n, prefix) {
@@ -290,22 +327,26 @@ func TestSafety1_IdentityFilteredDiscovery(t *testing.T) {
 	bob := e.as(t, e.rsToken(t, "bob"))
 
 	all := listNames(t, alice)
-	add := idWithPrefix(all, "alpha:add#")
-	mathAdd := idWithPrefix(all, "math:add#")
+	add := listedID(t, alice, all, "alpha", "add")
+	mathAdd := listedID(t, alice, all, "math", "add")
 	if add == "" || mathAdd == "" {
 		t.Fatalf("alice (sre) does not see every tool: %v", all)
 	}
 	seen := listNames(t, bob)
-	if idWithPrefix(seen, "alpha:") != "" || idWithPrefix(seen, "math:add#") == "" || idWithPrefix(seen, "github:") != "" {
+	if idWithPrefix(seen, "alpha.") != "" || listedAs(seen, "math", "add") == "" || idWithPrefix(seen, "github.") != "" {
 		t.Fatalf("bob's tools/list is not filtered to math: %v", seen)
 	}
 	// The meta-tools stay listed.
 	if idWithPrefix(seen, "tool_execute") == "" {
 		t.Fatalf("bob lost the meta-tools: %v", seen)
 	}
-	// Hydrating a hidden tool reads like a missing one.
+	// Hydrating a hidden tool reads like a missing one, by tool_id or by
+	// its listed name.
 	if _, m := callTool(t, bob, "tool_hydrate", map[string]any{"tool_id": add}); errCode(m) != "HYDRATE_FAILED" {
 		t.Fatalf("bob hydrated a hidden tool: %v", m)
+	}
+	if _, m := callTool(t, bob, "tool_hydrate", map[string]any{"tool_id": listedAs(all, "alpha", "add")}); errCode(m) != "HYDRATE_FAILED" {
+		t.Fatalf("bob hydrated a hidden tool by its listed name: %v", m)
 	}
 	if res, m := callTool(t, bob, "tool_hydrate", map[string]any{"tool_id": mathAdd}); res.IsError {
 		t.Fatalf("bob cannot hydrate math:add: %v", m)
@@ -318,7 +359,7 @@ func TestSafety1_IdentityFilteredDiscovery(t *testing.T) {
 func TestSafety2_PerCallAuthz(t *testing.T) {
 	e := startSafety(t, "")
 	alice := e.as(t, hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}}))
-	add := idWithPrefix(listNames(t, alice), "alpha:add#")
+	add := listedID(t, alice, listNames(t, alice), "alpha", "add")
 	dave := e.as(t, hsToken(t, "dave", nil))
 
 	res, m := execute(t, dave, add, map[string]any{"a": 1, "b": 2})
@@ -340,7 +381,7 @@ func TestSafety2_PerCallAuthz(t *testing.T) {
 		t.Fatalf("alice's call failed: %v", m)
 	}
 	r := e.waitReceipt(t, "dave's deny", func(r map[string]any) bool {
-		return field(r, "principal.sub") == "dave" && field(r, "mcp.tool_id") == add
+		return field(r, "principal.sub") == "dave" && executed(r, add)
 	})
 	if field(r, "decision.result") != "deny" || field(r, "decision.policy_id") != "e2e" || !hasString(field(r, "decision.reason_codes"), "NO_MATCHING_RULE") {
 		t.Fatalf("receipt: %v", r)
@@ -362,7 +403,7 @@ func TestSafety3_NoTokenPassthrough(t *testing.T) {
 	e := startSafety(t, up, "REMOTE_TOKEN", "upstream-secret")
 	token := hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}})
 	alice := e.as(t, token)
-	who := idWithPrefix(listNames(t, alice), "remote:whoami#")
+	who := listedID(t, alice, listNames(t, alice), "remote", "whoami")
 	res, env := execute(t, alice, who, nil)
 	if res.IsError {
 		t.Fatalf("whoami: %v", env)
@@ -371,18 +412,18 @@ func TestSafety3_NoTokenPassthrough(t *testing.T) {
 	if strings.Contains(string(b), token) {
 		t.Fatalf("the upstream saw the client's token: %s", b)
 	}
-	echo := idWithPrefix(listNames(t, alice), "remote:echo#")
+	echo := listedID(t, alice, listNames(t, alice), "remote", "echo")
 	if _, m := execute(t, alice, echo, map[string]any{"text": "hi", "access_token": token}); errCode(m) != "CLIENT_CREDENTIAL_REJECTED" {
 		t.Fatalf("a token in the arguments was not refused: %v", m)
 	}
 	if data, _ := os.ReadFile(upRecord); bytes.Contains(data, []byte(token)) {
 		t.Fatal("the client's token reached the upstream")
 	}
-	r := e.waitReceipt(t, "whoami", func(r map[string]any) bool { return field(r, "mcp.tool_id") == who })
+	r := e.waitReceipt(t, "whoami", func(r map[string]any) bool { return executed(r, who) })
 	if field(r, "token_handling.passthrough_detected") != false {
 		t.Fatalf("receipt: %v", r)
 	}
-	r = e.waitReceipt(t, "blocked token", func(r map[string]any) bool { return field(r, "mcp.tool_id") == echo })
+	r = e.waitReceipt(t, "blocked token", func(r map[string]any) bool { return executed(r, echo) })
 	if field(r, "token_handling.mode") != "blocked" || field(r, "token_handling.passthrough_detected") != false || field(r, "decision.result") != "deny" {
 		t.Fatalf("receipt: %v", r)
 	}
@@ -396,7 +437,7 @@ func TestSafety4_PerServerCredential(t *testing.T) {
 	e := startSafety(t, up, "REMOTE_TOKEN", "upstream-secret")
 	token := hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}})
 	alice := e.as(t, token)
-	who := idWithPrefix(listNames(t, alice), "remote:whoami#")
+	who := listedID(t, alice, listNames(t, alice), "remote", "whoami")
 	res, env := execute(t, alice, who, nil)
 	if res.IsError {
 		t.Fatalf("whoami: %v", env)
@@ -408,7 +449,7 @@ func TestSafety4_PerServerCredential(t *testing.T) {
 	if data, _ := os.ReadFile(upRecord); bytes.Contains(data, []byte(token)) {
 		t.Fatal("the client's token reached the upstream")
 	}
-	r := e.waitReceipt(t, "whoami", func(r map[string]any) bool { return field(r, "mcp.tool_id") == who })
+	r := e.waitReceipt(t, "whoami", func(r map[string]any) bool { return executed(r, who) })
 	if field(r, "token_handling.mode") != "vault" || field(r, "decision.result") != "allow" || field(r, "outcome.status") != "success" {
 		t.Fatalf("receipt: %v", r)
 	}
@@ -421,7 +462,7 @@ func TestSafety6_SchemaValidation(t *testing.T) {
 	e := startSafety(t, "")
 	alice := e.as(t, hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}}))
 	names := listNames(t, alice)
-	mathAdd := idWithPrefix(names, "math:add#") // additionalProperties: false
+	mathAdd := listedID(t, alice, names, "math", "add") // additionalProperties: false
 	cases := []struct {
 		name string
 		args any
@@ -467,7 +508,7 @@ func TestSafety6_SchemaValidation(t *testing.T) {
 func TestSafety9_Receipts(t *testing.T) {
 	e := startSafety(t, "")
 	alice := e.as(t, hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}}))
-	add := idWithPrefix(listNames(t, alice), "alpha:add#")
+	add := listedID(t, alice, listNames(t, alice), "alpha", "add")
 
 	// Unauthenticated: 401 with a challenge, before any MCP routing.
 	resp, err := http.Post(e.srv.url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
@@ -543,7 +584,7 @@ func TestSafety10_IncidentKillSwitch(t *testing.T) {
 	e := startSafety(t, "")
 	alice := e.as(t, hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}}))
 	names := listNames(t, alice)
-	add, mathAdd := idWithPrefix(names, "alpha:add#"), idWithPrefix(names, "math:add#")
+	add, mathAdd := listedID(t, alice, names, "alpha", "add"), listedID(t, alice, names, "math", "add")
 	if res, m := execute(t, alice, add, map[string]any{"a": 1, "b": 2}); res.IsError {
 		t.Fatalf("before the kill: %v", m)
 	}
@@ -552,11 +593,11 @@ func TestSafety10_IncidentKillSwitch(t *testing.T) {
 	if errCode(m) != "POLICY_DENIED" || !hasString(field(m, "details.reason_codes"), "KILL_SWITCH") {
 		t.Fatalf("the kill switch was not in force for the next call: %v", m)
 	}
-	if idWithPrefix(listNames(t, alice), "alpha:") != "" {
+	if idWithPrefix(listNames(t, alice), "alpha.") != "" {
 		t.Fatal("killed tools are still listed")
 	}
 	r := e.waitReceipt(t, "killed call", func(r map[string]any) bool {
-		return field(r, "mcp.tool_id") == add && field(r, "decision.result") == "deny"
+		return executed(r, add) && field(r, "decision.result") == "deny"
 	})
 	if field(r, "incident_mode") != true {
 		t.Fatalf("receipt: %v", r)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -393,6 +394,7 @@ func TestE2EProxyMode(t *testing.T) {
 	srv := startHTTP(t, "--config", cfg)
 	cs := srv.session(t)
 	var stripped, meta int
+	var names []string
 	for tool, err := range cs.Tools(context.Background(), nil) {
 		if err != nil {
 			t.Fatal(err)
@@ -408,11 +410,34 @@ func TestE2EProxyMode(t *testing.T) {
 			if string(b) != `{"type":"object"}` {
 				t.Fatalf("%s: schema %s", tool.Name, b)
 			}
+			// SEP-986, which the TypeScript SDK checks: namespace, name
+			// and 10 hex digits of the tool_id's sha256.
+			if !regexp.MustCompile(`^[a-z0-9_-]+\.[A-Za-z0-9_.-]+\.[0-9a-f]{10}$`).MatchString(tool.Name) || len(tool.Name) > 128 {
+				t.Fatalf("entry %q is outside SEP-986", tool.Name)
+			}
+			names = append(names, tool.Name)
 		}
 	}
 	// alpha's tools plus the static fleet's six.
 	if meta != 7 || stripped < 6+10 {
 		t.Fatalf("proxy lists %d stripped + %d meta", stripped, meta)
+	}
+	// The listed name stands for the tool_id wherever tool_hydrate and
+	// tool_execute take one; a direct call of an entry is refused with
+	// both names.
+	echo := listedAs(names, "alpha", "echo")
+	_, h := callTool(t, cs, "tool_hydrate", map[string]any{"tool_id": echo})
+	id, _ := h["id"].(string)
+	if !strings.HasPrefix(id, "alpha:echo#") {
+		t.Fatalf("tool_hydrate(%s) = %v", echo, h)
+	}
+	res, env := execute(t, cs, echo, map[string]any{"text": "by name"})
+	if res.IsError || field(env, "provenance.tool_id") != id || !strings.Contains(fmt.Sprint(env["result"]), "by name") {
+		t.Fatalf("tool_execute(%s) = %v", echo, env)
+	}
+	res, m := callTool(t, cs, echo, map[string]any{"text": "direct"})
+	if msg, _ := m["message"].(string); !res.IsError || errCode(m) != "ARGS_INVALID" || !strings.Contains(msg, id) || !strings.Contains(msg, echo) {
+		t.Fatalf("calling %s directly: %v", echo, m)
 	}
 	srv.stop(t, syscall.SIGINT)
 }

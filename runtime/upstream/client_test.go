@@ -92,7 +92,7 @@ func TestCallsAcrossTransports(t *testing.T) {
 			names = append(names, tool.Name)
 		}
 		sort.Strings(names)
-		want := []string{"add", "add_tool", "big_csv", "big_json", "big_log", "crash", "echo", "fail", "hang", "progress", "remove_tool", "sleep", "whoami"}
+		want := []string{"add", "add_tool", "big_csv", "big_json", "big_log", "crash", "echo", "fail", "hang", "progress", "remove_tool", "report", "sleep", "whoami"}
 		if !slices.Equal(names, want) {
 			t.Errorf("tools (page size 3, all pages) = %v, want %v", names, want)
 		}

@@ -375,6 +375,18 @@ type addOut struct {
 	Sum float64 `json:"sum" jsonschema:"a + b"`
 }
 
+type reportIn struct {
+	Lines int  `json:"lines" jsonschema:"number of log lines"`
+	Full  bool `json:"full,omitempty" jsonschema:"also return the log text as structured content"`
+}
+
+// reportOut is report's output schema: like server-filesystem's
+// read_text_file, the structured content may repeat the text.
+type reportOut struct {
+	Lines int    `json:"lines" jsonschema:"number of log lines"`
+	Text  string `json:"text,omitempty" jsonschema:"the log text (when full)"`
+}
+
 type failIn struct {
 	Message string `json:"message" jsonschema:"the error message of the failed result"`
 }
@@ -470,6 +482,16 @@ func (a *app) addTools() {
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in linesIn) (*mcp.CallToolResult, any, error) {
 			return textResult(bigLog(clamp(in.Lines))), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "report", Description: "Return a log as text; a tool with an outputSchema whose structured content is small, or (full) repeats the text.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, in reportIn) (*mcp.CallToolResult, reportOut, error) {
+			text := bigLog(clamp(in.Lines))
+			out := reportOut{Lines: clamp(in.Lines)}
+			if in.Full {
+				out.Text = text
+			}
+			return textResult(text), out, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "big_json", Description: "Return a large JSON object as text.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
