@@ -56,18 +56,7 @@ func startRecorded(t *testing.T) (*Runtime, *syncBuffer, context.Context) {
 	t.Helper()
 	buf := &syncBuffer{}
 	rg := setup(t, config.ModeProxy, staticFleet(t), func(r *rig) { r.deps.ReceiptsCopy = buf })
-	rt, err := New(rg.cfg, rg.deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() {
-		cancel()
-		rt.Close()
-	})
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rt, ctx := startOnly(t, rg)
 	return rt, buf, ctx
 }
 

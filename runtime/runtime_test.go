@@ -78,6 +78,14 @@ func newUpstream(name string) config.Upstream {
 // startRuntime starts a runtime from rg and connects one in-memory client.
 func startRuntime(t *testing.T, rg rig) (*Runtime, *mcp.ClientSession) {
 	t.Helper()
+	rt, ctx := startOnly(t, rg)
+	return rt, connect(t, ctx, rt)
+}
+
+// startOnly starts a runtime from rg, closed when the test ends, and
+// returns it with the context it runs under.
+func startOnly(t *testing.T, rg rig) (*Runtime, context.Context) {
+	t.Helper()
 	rt, err := New(rg.cfg, rg.deps)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +98,7 @@ func startRuntime(t *testing.T, rg rig) (*Runtime, *mcp.ClientSession) {
 	if err := rt.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return rt, connect(t, ctx, rt)
+	return rt, ctx
 }
 
 func connect(t *testing.T, ctx context.Context, rt *Runtime) *mcp.ClientSession {
