@@ -98,9 +98,6 @@ func newCaller(local identity.Principal, extra *mcp.RequestExtra, ss *mcp.Server
 	return c
 }
 
-// versioned is what the go-sdk's server requests say of their revision.
-type versioned interface{ ProtocolVersion() string }
-
 // capable is what the go-sdk's server requests say of the client's
 // capabilities.
 type capable interface {
@@ -110,10 +107,8 @@ type capable interface {
 // setVersion records the request's protocol revision, the capabilities
 // the client announced, and a multi-round-trip retry's answers and state.
 func (c *caller) setVersion(req mcp.Request) {
-	if v, ok := req.(versioned); ok {
-		c.version = v.ProtocolVersion()
-		c.sessionless = c.version >= protocol.Sessionless
-	}
+	c.version = protocol.VersionOf(req)
+	c.sessionless = c.version >= protocol.Sessionless
 	if v, ok := req.(capable); ok {
 		c.caps = v.ClientCapabilities()
 	}
