@@ -56,9 +56,10 @@ func (r *Runtime) openSafety(ctx context.Context) error {
 		cp = os.Stdout
 	}
 	if dir == "" && cp == nil {
+		// Nowhere to write: no writer, so no request pays for building
+		// receipts that would be dropped.
 		r.log.Warn("no state directory: receipts are not written")
-	}
-	if r.rec.out, err = receipts.NewWriter(receipts.WriterOptions{Dir: dir, Copy: cp, Logger: r.log}); err != nil {
+	} else if r.rec.out, err = receipts.NewWriter(receipts.WriterOptions{Dir: dir, Copy: cp, Logger: r.log}); err != nil {
 		return fmt.Errorf("receipts: %w", err)
 	}
 	if o.Policy.File != "" {
