@@ -293,6 +293,13 @@ func TestFirewallAndView(t *testing.T) {
 	if strings.Replace(other["message"].(string), handle, "H", 1) != strings.Replace(missing["message"].(string), "art_aaaaaaaaaaaaaaaaaaaaaaaaaa", "H", 1) {
 		t.Fatalf("foreign and missing handles differ: %v vs %v", other, missing)
 	}
+	// The message names the causes, the session rule among them, without
+	// saying which applies.
+	for _, want := range []string{"belongs to another principal", "expired", "every MCP session is its own principal"} {
+		if !strings.Contains(other["message"].(string), want) {
+			t.Fatalf("message %q lacks %q", other["message"], want)
+		}
+	}
 
 	// JSON: the summary shows the shape and json_pointer reaches a leaf.
 	res, env = call(t, cs, ToolExecute, map[string]any{"tool_id": idOf(t, rt, "alpha", "big_json"), "args": map[string]any{"items": 3000}})
