@@ -624,7 +624,7 @@ func (r *Runtime) handleView(ctx context.Context, req *mcp.CallToolRequest) (*mc
 			// A foreign handle and a missing one read the same: the
 			// message lists the causes without saying which it is.
 			if errors.Is(err, artifacts.ErrNotFound) {
-				return nil, newError(CodeViewFailed, "no artifact with handle %q for this caller: %s", a.Handle, notFoundWhy(owner)).withPath("handle").withCause(err)
+				return nil, newError(CodeViewFailed, "no artifact with handle %q for this caller (%s)", a.Handle, notFoundWhy(owner)).withPath("handle").withCause(err)
 			}
 			return nil, newError(CodeViewFailed, "%s", err.Error()).withPath("selector").withCause(err)
 		}
@@ -641,9 +641,9 @@ func (r *Runtime) handleView(ctx context.Context, req *mcp.CallToolRequest) (*mc
 // anonymous HTTP caller is told that a new session is a new principal,
 // which is the usual surprise after a reconnect.
 func notFoundWhy(owner string) string {
-	const why = "it never existed, expired, was evicted, or belongs to another principal"
+	const why = "unknown, expired, evicted, or another principal's"
 	if strings.HasPrefix(owner, "session:") || strings.HasPrefix(owner, "anonymous:") {
-		return why + " (without authentication every MCP session is its own principal, so a reconnected client cannot read what its earlier session stored)"
+		return why + "; unauthenticated, each session is its own principal: a reconnect is a new one"
 	}
 	return why
 }
