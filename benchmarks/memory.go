@@ -195,6 +195,7 @@ func RunStartup(ctx context.Context, bin string, ns []int, progress io.Writer) (
 			name := fmt.Sprintf("up%d", i+1)
 			ups[i] = config.NewUpstream(name)
 			ups[i].Command, ups[i].ConnectTimeout = []string{bin, "-name", name}, units.Duration(60*time.Second)
+			ups[i].Sandbox = &config.Sandbox{Off: "benchmark baseline"}
 		}
 		cfg := benchConfig(config.ModeGateway, guard.EnvProd, ups...)
 		cfg.Timing.ReadyTimeout = 60 * time.Second

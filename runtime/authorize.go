@@ -113,6 +113,9 @@ func (r *Runtime) recordItem(ctx context.Context, st *state, it *catalog.Item) {
 	up := r.upstreamOf(st, it.Server)
 	c.rc.MCP.ServerID, c.rc.MCP.ToolName, c.rc.MCP.ToolID, c.rc.MCP.TrustLevel = it.Server, it.UpstreamName, it.ID, up.trust
 	c.rc.TokenHandling.Mode = r.tokenMode(st, it.Server)
+	if e := st.owner[it.Server]; e != nil {
+		c.rc.Sandbox = e.sandbox
+	}
 }
 
 // recordDecision puts a decision into the caller's receipt.

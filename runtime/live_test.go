@@ -46,6 +46,7 @@ func runTests(m *testing.M) int {
 func liveUpstream(name string, args ...string) testUpstream {
 	u := newUpstream(name)
 	u.Command = append([]string{upstreamBin, "-name", name}, args...)
+	u.Sandbox = &config.Sandbox{Off: "test fixture"} // so that prod starts it
 	return testUpstream{cfg: u}
 }
 

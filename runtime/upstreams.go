@@ -33,13 +33,15 @@ type upstreamEntry struct {
 	// arguments.
 	workspace *config.Workspace
 	egress    *config.Egress
+	// sandbox is the isolation its calls' receipts record.
+	sandbox receipts.Sandbox
 }
 
 // newEntry returns the entry of upstream u served by c; exchanged tells
 // whether its credential is exchanged per caller.
 func newEntry(u *config.Upstream, c conn, exchanged bool) *upstreamEntry {
 	e := &upstreamEntry{conn: c, trust: string(u.TrustLevel), risk: string(u.Risk), prefix: u.ToolPrefix,
-		tokenMode: receipts.TokenNone, workspace: u.Workspace, egress: u.Egress}
+		tokenMode: receipts.TokenNone, workspace: u.Workspace, egress: u.Egress, sandbox: sandboxReceipt(u)}
 	switch {
 	case exchanged:
 		e.tokenMode = receipts.TokenExchanged
@@ -142,6 +144,9 @@ func (r *Runtime) specOf(u *config.Upstream) (upstream.Spec, *tokenexchange.Exch
 		ConnectTimeout: time.Duration(u.ConnectTimeout),
 		CallTimeout:    time.Duration(u.CallTimeout),
 		Protocol:       u.Protocol,
+	}
+	if err := r.sandboxSpec(u, &spec); err != nil {
+		return upstream.Spec{}, nil, err
 	}
 	if err := spec.Validate(); err != nil {
 		return upstream.Spec{}, nil, fmt.Errorf("runtime: %w", err)

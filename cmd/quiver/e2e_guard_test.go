@@ -50,8 +50,10 @@ registry: [registry/*.json, registry/*.yaml]
 upstreams:
   - name: alpha
     command: [%q, "-name", "alpha", "-record", %q]
+    sandbox: {off: "test fixture"}
   - name: beta
     command: [%q, "-name", "beta", "-record", %q]
+    sandbox: {off: "test fixture"}
 %s`, filepath.Join(dir, "state"), upstreamBin, f.record, upstreamBin, f.record, extra)
 	if err := os.WriteFile(f.cfg, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/quiver-mcp/quiver/runtime/sandbox"
 	"github.com/spf13/cobra"
 )
 
@@ -30,6 +31,9 @@ func (e *exitError) Unwrap() error { return e.err }
 func usageError(err error) error { return &exitError{code: 2, err: err} }
 
 func main() {
+	// Inside a sandbox, this binary is first the helper that applies the
+	// limits and relays the egress proxy (runtime/sandbox).
+	sandbox.RunHelper(os.Args)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -322,6 +322,9 @@ func (c *checker) upstreams(us []Upstream) {
 		if u.Egress != nil {
 			c.egress(ptr+"/egress", u.Egress)
 		}
+		if u.Sandbox != nil {
+			c.sandbox(ptr+"/sandbox", u.Sandbox, command)
+		}
 	}
 }
 

@@ -334,6 +334,10 @@ type Upstream struct {
 	// Egress, when set, confines the URL arguments of this upstream's
 	// tools to an allowlist of hosts (spec 001 MUST 7).
 	Egress *Egress `json:"egress,omitempty" yaml:"egress,omitempty"`
+	// Sandbox, when set, isolates a command upstream (spec 001 MUST 8;
+	// see sandbox.go). Environment prod refuses a command upstream
+	// without one.
+	Sandbox *Sandbox `json:"sandbox,omitempty" yaml:"sandbox,omitempty"`
 }
 
 // Workspace confines path arguments to directories. Paths are cleaned

@@ -108,6 +108,19 @@ func TestFullExample(t *testing.T) {
 				ConnectTimeout: DefaultConnectTimeout, CallTimeout: DefaultCallTimeout,
 				ToolPrefix: "", Sessions: SessionsPerClient, Enabled: true,
 				Workspace: &Workspace{Roots: []string{"/etc/quiver/work", "/srv/shared"}, PathArgs: DefaultPathArgs()},
+				Sandbox: &Sandbox{
+					FS:     SandboxFS{Read: []string{"/opt/models"}, Write: []string{"/etc/quiver/out"}},
+					Net:    SandboxNet{Allow: []string{"registry.npmjs.org", "*.example.org", "10.0.0.5:443"}},
+					Env:    []string{"FILES_LICENSE"},
+					Limits: SandboxLimits{Memory: 512 << 20, Processes: 64, OpenFiles: 512, CPUTime: units.Duration(10 * time.Minute)},
+				},
+			},
+			{
+				Name: "vendor", Command: []string{"/opt/vendor/bin/mcp"}, Dir: "/etc/quiver",
+				TrustLevel: TrustUnknown, Risk: RiskHigh,
+				ConnectTimeout: DefaultConnectTimeout, CallTimeout: DefaultCallTimeout,
+				ToolPrefix: "vendor__", Sessions: SessionsShared, Enabled: false,
+				Sandbox: &Sandbox{Off: "vendor binary, reviewed", Limits: SandboxLimits{Memory: 1 << 30, Processes: 256, OpenFiles: 1024, CPUTime: units.Duration(time.Hour)}},
 			},
 			{
 				Name: "fixtures", Catalog: "/etc/fixtures/catalog.json",
@@ -445,7 +458,7 @@ func TestInvalid(t *testing.T) {
 		{"unknown nested", "browse:\n  top_k: 3\n  topk: 4", "quiver.yaml:3:3: browse.topk: unknown key (did you mean top_k?)"},
 		{"unknown far", "firewall: {mode: strict}", "quiver.yaml:1:12: firewall.mode: unknown key; allowed: enabled, max_inline_tokens, off_for"},
 		{"unknown upstream key", "upstreams:\n  - name: a\n    command: [x]\n    args: [y]",
-			"quiver.yaml:4:5: upstreams[0].args: unknown key; allowed: call_timeout, catalog, command, connect_timeout, credentials, dir, egress, enabled, env, name, protocol, risk, sessions, sse, tool_prefix, trust_level, url, workspace"},
+			"quiver.yaml:4:5: upstreams[0].args: unknown key; allowed: call_timeout, catalog, command, connect_timeout, credentials, dir, egress, enabled, env, name, protocol, risk, sandbox, sessions, sse, tool_prefix, trust_level, url, workspace"},
 		{"duplicate key", "mode: proxy\nmode: gateway", "quiver.yaml:2:1: mode: duplicate key (first at line 1)"},
 		// Upstreams.
 		{"missing name", "upstreams:\n  - command: [x]", `quiver.yaml:2:5: upstreams[0]: missing required key "name"`},

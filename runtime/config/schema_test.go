@@ -44,6 +44,11 @@ func schemaKeys(t *testing.T) map[string]bool {
 		if items, ok := s["items"].(map[string]any); ok {
 			walk(items, path+"[]")
 		}
+		if alts, ok := s["oneOf"].([]any); ok {
+			for _, a := range alts {
+				walk(a.(map[string]any), path)
+			}
+		}
 		if ap, ok := s["additionalProperties"].(map[string]any); ok {
 			// A map: its keys are data.
 			keys[path+".*"] = true

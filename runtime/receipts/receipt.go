@@ -132,11 +132,16 @@ type TokenHandling struct {
 	PassthroughDetected bool `json:"passthrough_detected"`
 }
 
-// Sandbox is the isolation the call ran under; "none" until quiver
-// sandboxes local upstreams.
+// Sandbox is the isolation the call's upstream runs under: spec 001's
+// fs_policy (workspace_only, read_only or none) and net_policy
+// (allowlist, block_all or none), and quiver's mode (bwrap, off or none;
+// "" when the call reached no command upstream) and detail (the binds and
+// network, or the reason the sandbox is off).
 type Sandbox struct {
 	FSPolicy  string `json:"fs_policy"`
 	NetPolicy string `json:"net_policy"`
+	Mode      string `json:"mode,omitempty"`
+	Detail    string `json:"detail,omitempty"`
 }
 
 // Approval records an operator approval.
@@ -302,6 +307,8 @@ func (r *Receipt) normalize(now time.Time) {
 	r.TokenHandling.Audience = capText(r.TokenHandling.Audience)
 	r.Sandbox.FSPolicy = oneOf(r.Sandbox.FSPolicy, "none", "workspace_only", "read_only")
 	r.Sandbox.NetPolicy = oneOf(r.Sandbox.NetPolicy, "none", "allowlist", "block_all")
+	r.Sandbox.Mode = oneOf(r.Sandbox.Mode, "", "bwrap", "off", "none")
+	r.Sandbox.Detail = capText(oneLineText(r.Sandbox.Detail))
 	a := &r.Approval
 	a.ApprovalID, a.ApprovedBy, a.ApprovedAt = capText(a.ApprovalID), capText(a.ApprovedBy), capLen(a.ApprovedAt, 40)
 	a.StepUp = oneOf(a.StepUp, "none", "mfa")

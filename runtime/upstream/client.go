@@ -15,7 +15,8 @@
 // Credential boundary: an HTTP upstream receives Spec.Headers (resolved by
 // the caller for this upstream only) plus what the MCP transport itself
 // sends; nothing from any downstream client is ever forwarded. A stdio child
-// inherits the parent's environment plus Spec.Env.
+// gets a minimal environment plus Spec.Env, and runs in Spec.Sandbox: its
+// command comes from runtime/sandbox.
 package upstream
 
 import (
@@ -26,7 +27,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"sync"
 	"sync/atomic"
@@ -34,6 +34,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/runtime/codes"
+	"github.com/quiver-mcp/quiver/runtime/sandbox"
 )
 
 // Supervisor backoff parameters.
@@ -131,6 +132,8 @@ type Client struct {
 	mc      *mcp.Client
 	httpTr  *http.Transport // owned; idle connections closed when sessions end
 	httpCli *http.Client
+	// launcher builds a stdio child's command (Spec.Launcher or a default).
+	launcher *sandbox.Launcher
 
 	connectTimeout, callTimeout, grace, health time.Duration
 
@@ -167,8 +170,9 @@ type session struct {
 	// connection and handled by the client (see drain).
 	received, handled atomic.Int64
 
-	cmd    *exec.Cmd   // stdio only
-	stderr *lineLogger // stdio only
+	cmd    *exec.Cmd        // stdio only
+	proc   *sandbox.Process // stdio only: what the command needs until it is done
+	stderr *lineLogger      // stdio only
 }
 
 func (s *session) markBroken(err error) {
@@ -207,6 +211,10 @@ func New(spec Spec, opts Options) *Client {
 		changed:        make(chan struct{}),
 		pending:        map[string]bool{},
 		events:         make(chan struct{}, 1),
+		launcher:       spec.Launcher,
+	}
+	if c.launcher == nil {
+		c.launcher = sandbox.New(sandbox.Options{Logger: logger})
 	}
 	switch {
 	case spec.HealthInterval > 0:
@@ -507,9 +515,14 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	switch c.spec.transportKind() {
 	case "stdio":
 		s.stderr = &lineLogger{logger: c.logger.With("stream", "stderr")}
-		cmd := exec.Command(c.spec.Command[0], c.spec.Command[1:]...)
-		cmd.Env = append(os.Environ(), c.spec.Env...)
-		cmd.Dir = c.spec.Dir
+		proc, err := c.launcher.Command(sctx, sandbox.Spec{Name: c.spec.Name, Argv: c.spec.Command, Env: c.spec.Env,
+			Dir: c.spec.Dir, Home: c.spec.Home, Policy: c.spec.Sandbox})
+		if err != nil {
+			scancel(err)
+			return nil, &Error{Code: codes.UpstreamUnavailable, Err: fmt.Errorf("upstream %q: start: %w", c.spec.Name, err)}
+		}
+		s.proc = proc
+		cmd := proc.Cmd
 		cmd.Stderr = s.stderr
 		cmd.WaitDelay = c.grace
 		isolateProcess(cmd)
@@ -590,6 +603,9 @@ func (c *Client) cleanup(s *session) {
 	}
 	if s.stderr != nil {
 		s.stderr.Flush()
+	}
+	if s.proc != nil {
+		s.proc.Close()
 	}
 	if c.httpTr != nil {
 		c.httpTr.CloseIdleConnections()

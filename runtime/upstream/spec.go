@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/sandbox"
 )
 
 // Defaults applied when the corresponding Spec field is zero.
@@ -25,14 +27,24 @@ type Spec struct {
 	Name string
 
 	// Command is the argv of a local server spoken to over stdio. No shell
-	// is involved. The child inherits the parent's whole environment plus
-	// Env; restricting the inherited environment is left to a later change.
+	// is involved. The child gets a minimal environment (PATH, HOME, LANG,
+	// TZ, TMPDIR: see runtime/sandbox) plus Env, nothing else of the
+	// parent's.
 	Command []string
-	// Env holds extra KEY=VALUE entries for the child; they override
-	// inherited variables of the same name.
+	// Env holds the KEY=VALUE entries the child gets on top of the minimal
+	// environment; they override minimal variables of the same name.
 	Env []string
 	// Dir is the child's working directory ("" = the parent's).
 	Dir string
+	// Sandbox is the child's sandbox (nil: none; Off set: explicitly
+	// none).
+	Sandbox *sandbox.Policy
+	// Home is the private HOME of an unsandboxed child ("" = a temporary
+	// directory per start).
+	Home string
+	// Launcher builds the child's command (nil: sandbox.New with default
+	// options).
+	Launcher *sandbox.Launcher
 
 	// URL is the endpoint of a streamable HTTP server.
 	URL string
@@ -130,8 +142,8 @@ func (s *Spec) Validate() error {
 		}
 	}
 	if len(s.Command) == 0 {
-		if s.Env != nil || s.Dir != "" {
-			return bad("env/dir", "only valid with command")
+		if s.Env != nil || s.Dir != "" || s.Sandbox != nil || s.Home != "" {
+			return bad("env/dir", "only valid with command (as are sandbox and home)")
 		}
 		field, raw := "url", s.URL
 		if s.SSE != "" {
