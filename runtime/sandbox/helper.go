@@ -79,26 +79,36 @@ func runHelper(cfgJSON string, argv []string) error {
 	if err != nil {
 		return fmt.Errorf("program: %w", err)
 	}
-	var ln net.Listener
-	if f := cfg.Forward; f != nil {
-		// Listen before the limits: the listener is the helper's own.
-		if ln, err = net.Listen("tcp", f.Listen); err != nil {
-			return fmt.Errorf("forwarder: %w", err)
+	if cfg.Forward == nil {
+		if err := setLimits(cfg.Limits); err != nil {
+			return err
 		}
-	}
-	if err := setLimits(cfg.Limits); err != nil {
-		return err
-	}
-	if ln == nil {
 		if err := syscall.Exec(prog, argv, os.Environ()); err != nil {
 			return fmt.Errorf("exec %s: %w", argv[0], err)
 		}
 		return nil
 	}
+	// The forwarder is the helper's own and runs without the limits; the
+	// command is started through the helper once more, without the
+	// forwarder, which applies them and execs it.
+	ln, err := net.Listen("tcp", cfg.Forward.Listen)
+	if err != nil {
+		return fmt.Errorf("forwarder: %w", err)
+	}
+	sock := cfg.Forward.Socket
+	cfg.Forward = nil
+	inner, err := cfg.encode()
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("helper: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go forward(ctx, ln, cfg.Forward.Socket) // ends when ln is closed (process exit)
-	cmd := exec.Command(prog, argv[1:]...)
+	go forward(ctx, ln, sock) // ends when ln is closed (process exit)
+	cmd := exec.Command(self, append([]string{HelperArg, inner}, argv...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", argv[0], err)
