@@ -390,3 +390,55 @@ func TestE2ESandboxRefusals(t *testing.T) {
 		t.Errorf("want one line, got %d:\n%s", n+1, out)
 	}
 }
+
+// TestE2ESandboxNPMFilesystem: the README fleet's real npm
+// server-filesystem, fetched by npx through the egress proxy (allowlist:
+// the npm registry) and run inside the sandbox, lists and reads a file in
+// its root and cannot read outside it.
+func TestE2ESandboxNPMFilesystem(t *testing.T) {
+	if _, err := exec.LookPath("npx"); err != nil {
+		t.Skip("npx not installed: the npm server-filesystem cannot be run")
+	}
+	needSandbox(t)
+	dir := t.TempDir()
+	root, cache := filepath.Join(dir, "root"), filepath.Join(dir, "npm-cache")
+	for _, d := range []string{root, cache} {
+		must(t, os.MkdirAll(d, 0o755))
+	}
+	must(t, os.WriteFile(filepath.Join(root, "hello.txt"), []byte("hello from the sandbox"), 0o644))
+	outside := filepath.Join(dir, "outside.txt")
+	must(t, os.WriteFile(outside, []byte("outside-content"), 0o644))
+	cfg := filepath.Join(dir, "quiver.yaml")
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`mode: direct
+environment: dev
+state_dir: %s
+firewall: {enabled: false}
+upstreams:
+  - name: files
+    command: [npx, -y, "@modelcontextprotocol/server-filesystem@2026.8.31", %q]
+    env: {npm_config_cache: %q, npm_config_update_notifier: "false", npm_config_fund: "false", npm_config_audit: "false"}
+    connect_timeout: 180s
+    sandbox:
+      fs: {write: [%q, %q]}
+      net: {allow: [registry.npmjs.org]}
+`, filepath.Join(dir, "state"), root, cache, root, cache)), 0o644))
+	cs, _ := serveWith(t, cfg, sandboxEnv())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	call := func(tool string, args map[string]any) (string, bool) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			return err.Error(), false
+		}
+		return dText(res), !res.IsError
+	}
+	if out, ok := call("files__list_directory", map[string]any{"path": root}); !ok || !strings.Contains(out, "hello.txt") {
+		t.Fatalf("list_directory: %v %s", ok, out)
+	}
+	if out, ok := call("files__read_text_file", map[string]any{"path": filepath.Join(root, "hello.txt")}); !ok || !strings.Contains(out, "hello from the sandbox") {
+		t.Fatalf("read_text_file: %v %s", ok, out)
+	}
+	if out, ok := call("files__read_text_file", map[string]any{"path": outside}); ok || strings.Contains(out, "outside-content") {
+		t.Fatalf("read outside the root: %v %s", ok, out)
+	}
+}
