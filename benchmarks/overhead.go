@@ -71,6 +71,10 @@ type OverheadOptions struct {
 	// StartupUpstreams are the numbers of stdio upstreams of the start-up
 	// runs (default 1, 8, 32); a single 0 skips them.
 	StartupUpstreams []int
+	// SandboxStarts and SandboxCalls are the start-ups and timed echo
+	// calls per sandbox mode of the sandbox comparison (default 10 and
+	// 500); SandboxStarts < 0 skips it.
+	SandboxStarts, SandboxCalls int
 	// CPUProfile, when set, receives a CPU profile of this process (client,
 	// quiver and the in-process upstream) during the throughput run through
 	// quiver at the highest concurrency against the in-process upstream.
@@ -97,6 +101,8 @@ type OverheadReport struct {
 	Throughput []ThroughputResult `json:"throughput"`
 	Memory     []MemoryResult     `json:"memory"`
 	Startup    []StartupResult    `json:"startup"`
+	// Sandbox compares a stdio upstream without and with the sandbox.
+	Sandbox []SandboxResult `json:"sandbox,omitempty"`
 	// Goals are the issue's targets and whether this run met them.
 	Goals []Goal `json:"goals"`
 	// Setup says what was measured against what.
@@ -211,6 +217,10 @@ func (o *OverheadOptions) defaults() {
 	if len(o.StartupUpstreams) == 0 {
 		o.StartupUpstreams = []int{1, 8, 32}
 	}
+	if o.SandboxStarts == 0 {
+		o.SandboxStarts = 10
+	}
+	def(&o.SandboxCalls, 500)
 }
 
 // bench is the set-up of one overhead run.
@@ -269,6 +279,11 @@ func RunOverhead(ctx context.Context, opts OverheadOptions) (rep *OverheadReport
 	}
 	if !(len(opts.StartupUpstreams) == 1 && opts.StartupUpstreams[0] == 0) {
 		if rep.Startup, err = RunStartup(ctx, b.bin, opts.StartupUpstreams, opts.Progress); err != nil {
+			return nil, err
+		}
+	}
+	if opts.SandboxStarts > 0 {
+		if rep.Sandbox, err = RunSandbox(ctx, b.bin, opts.SandboxStarts, opts.SandboxCalls, opts.Warmup, opts.Progress); err != nil {
 			return nil, err
 		}
 	}

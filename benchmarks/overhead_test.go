@@ -6,11 +6,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/sandbox"
 )
 
 // TestMain lets the test binary act as a memory probe child, as `quiver
 // bench memprobe` does for the real command.
+//
+// It also serves as the sandbox helper of the sandboxed runs.
 func TestMain(m *testing.M) {
+	sandbox.RunHelper(os.Args)
 	if os.Getenv("QUIVER_BENCH_MEMPROBE_CHILD") == "1" {
 		if err := RunMemoryProbe(context.Background(), os.Stdin, os.Stdout); err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")
@@ -43,6 +48,7 @@ func TestOverheadSmoke(t *testing.T) {
 		UpstreamBin: bin, Catalog: "testdata/route-tools.jsonl", Queries: "testdata/route-queries.jsonl",
 		Calls: 5, LargeCalls: 2, BrowseCalls: 5, Warmup: 1, LargeLines: 300,
 		Clients: []int{1, 3}, Duration: 150 * time.Millisecond, StartupUpstreams: []int{2},
+		SandboxStarts: 1, SandboxCalls: 3,
 		ProbeCommand: []string{os.Args[0], "-test.run=^$"},
 		MemoryProbes: []MemoryProbeOptions{{Tools: 3, Seed: 1}, {Scale: 2, Seed: 1}},
 		CPUProfile:   t.TempDir() + "/cpu.pprof", HeapProfile: t.TempDir() + "/heap.pprof",
@@ -75,6 +81,9 @@ func TestOverheadSmoke(t *testing.T) {
 	}
 	if len(rep.Startup) != 1 || rep.Startup[0].Upstreams != 2 || rep.Startup[0].Tools == 0 {
 		t.Errorf("startup %+v", rep.Startup)
+	}
+	if len(rep.Sandbox) == 0 || rep.Sandbox[0].Mode != "off" || rep.Sandbox[0].P50Ms <= 0 || rep.Sandbox[0].StartP50Ms <= 0 {
+		t.Errorf("sandbox %+v", rep.Sandbox)
 	}
 	if len(rep.Goals) != 3 {
 		t.Errorf("goals %+v", rep.Goals)

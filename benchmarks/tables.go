@@ -112,6 +112,13 @@ func WriteOverheadTable(w io.Writer, rep *OverheadReport) error {
 			fmt.Fprintf(bw, "%9d %6d %9.0f\n", s.Upstreams, s.Tools, s.ReadyMs)
 		}
 	}
+	if len(rep.Sandbox) > 0 {
+		fmt.Fprintf(bw, "\nSandbox: one stdio upstream, start-up to ready and tool_execute echo latency:\n%12s %7s %12s %12s %7s %12s %12s\n",
+			"mode", "starts", "start p50 ms", "start max ms", "calls", "call p50 ms", "call p99 ms")
+		for _, s := range rep.Sandbox {
+			fmt.Fprintf(bw, "%12s %7d %12.1f %12.1f %7d %12.3f %12.3f\n", s.Mode, s.Starts, s.StartP50Ms, s.StartMaxMs, s.Calls, s.P50Ms, s.P99Ms)
+		}
+	}
 	goalLines(bw, rep.Goals)
 	m := rep.Machine
 	fmt.Fprintf(bw, "\n%d CPUs (%s), load average %s at start, %s, %.1f s\n", m.CPUs, m.CPUModel, m.LoadAvg, m.Go, rep.Seconds)

@@ -185,7 +185,8 @@ func newBenchOverheadCmd() *cobra.Command {
 interleaved A/B, over stdio and streamable HTTP on 127.0.0.1: latency p50/p99 for a small and a
 large result, tool_browse latency, sustained calls/s with concurrent clients (against the
 testdata/upstream server and against a go-sdk server in this process), RSS with 1k, 3.6k and
-36k tools (each in a fresh process), and start-up time with N stdio upstreams. The upstream
+36k tools (each in a fresh process), start-up time with N stdio upstreams, and start-up and
+call latency of one stdio upstream without and with the sandbox (bwrap). The upstream
 is testdata/upstream, built with the go command unless --upstream-bin is given. --catalog
 (default ` + defaultSharedCatalog + ` when present) is served beside the live upstreams.
 Progress goes to stderr.`,
@@ -245,6 +246,8 @@ Progress goes to stderr.`,
 	f.StringVar(&clients, "clients", "1,8,64", "concurrent clients of the throughput runs")
 	f.DurationVar(&opts.Duration, "duration", 3*time.Second, "length of each throughput run")
 	f.StringVar(&startup, "startup", "1,8,32", "numbers of stdio upstreams of the start-up runs (0: skip)")
+	f.IntVar(&opts.SandboxStarts, "sandbox-starts", 10, "start-ups per sandbox mode of the sandbox comparison (-1: skip it)")
+	f.IntVar(&opts.SandboxCalls, "sandbox-calls", 500, "timed echo calls per sandbox mode")
 	f.BoolVar(&noMemory, "no-memory", false, "skip the memory probes")
 	f.BoolVar(&opts.NoThroughput, "no-throughput", false, "skip the throughput runs")
 	f.BoolVar(&opts.NoLatency, "no-latency", false, "skip the latency and browse runs")

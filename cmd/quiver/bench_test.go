@@ -118,7 +118,8 @@ func TestBenchTokens(t *testing.T) {
 func TestBenchOverheadSmoke(t *testing.T) {
 	code, out, errs := runCLI(t, "bench", "overhead", "--upstream-bin", upstreamBin, "--probe-bin", quiverBin,
 		"--catalog", benchTools, "--queries", benchQueries, "--calls", "4", "--large-calls", "2", "--browse-calls", "4",
-		"--warmup", "1", "--large-lines", "200", "--clients", "1,2", "--duration", "100ms", "--startup", "1", "--json")
+		"--warmup", "1", "--large-lines", "200", "--clients", "1,2", "--duration", "100ms", "--startup", "1",
+		"--sandbox-starts", "1", "--sandbox-calls", "3", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

@@ -163,7 +163,6 @@ func testHTTP(t *testing.T, body string) string {
 	return ln.Addr().String()
 }
 
-
 // config writes a direct-mode configuration with the hostile upstream
 // under sandbox (a YAML flow mapping) and returns its path.
 func (r *sandboxRig) config(t *testing.T, env, sandbox string) string {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/runtime/sandbox"
 )
 
 // Binaries built once for the end-to-end tests: quiver itself and the
@@ -27,6 +28,9 @@ import (
 var quiverBin, upstreamBin string
 
 func TestMain(m *testing.M) {
+	// In-process runs of `quiver bench` use this binary as the sandbox
+	// helper, as main does.
+	sandbox.RunHelper(os.Args)
 	os.Exit(runMain(m))
 }
 
