@@ -61,7 +61,7 @@ func RunSandbox(ctx context.Context, bin string, starts, calls, warmup int, prog
 		u.Command, u.ConnectTimeout = []string{bin, "-name", "sbx"}, units.Duration(60*time.Second)
 		u.Sandbox = m.sb
 		if m.sb.Off == "" {
-			if err := sandbox.New(sandbox.Options{}).Check(ctx, "sbx", u.SandboxPolicy()); err != nil {
+			if err := sandbox.New(sandbox.Options{}).Check(ctx, sandbox.Spec{Name: "sbx", Policy: u.SandboxPolicy()}); err != nil {
 				say("sandbox %s: skipped: %v", m.name, err)
 				continue
 			}

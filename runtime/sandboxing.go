@@ -31,7 +31,7 @@ func (r *Runtime) sandboxSpec(u *config.Upstream, spec *upstream.Spec) error {
 		r.log.Warn("command upstream runs with its sandbox off", "upstream", u.Name, "reason", pol.Off)
 	}
 	l := sandbox.New(sandbox.Options{Logger: r.log})
-	if err := l.Check(context.Background(), u.Name, pol); err != nil {
+	if err := l.Check(context.Background(), sandbox.Spec{Name: u.Name, Dir: u.Dir, Policy: pol}); err != nil {
 		return err
 	}
 	if pol != nil && pol.Off == "" {

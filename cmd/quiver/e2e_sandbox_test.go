@@ -414,7 +414,8 @@ state_dir: %s
 firewall: {enabled: false}
 upstreams:
   - name: files
-    command: [npx, -y, "@modelcontextprotocol/server-filesystem@2026.8.31", %q]
+    command: [npx, -y, "@modelcontextprotocol/server-filesystem@2026.8.31", .]
+    dir: %q
     env: {npm_config_cache: %q, npm_config_update_notifier: "false", npm_config_fund: "false", npm_config_audit: "false"}
     connect_timeout: 180s
     sandbox:

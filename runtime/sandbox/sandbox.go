@@ -167,7 +167,7 @@ type Spec struct {
 	// minimal environment (declared env, resolved sandbox.env names).
 	Env []string
 	// Dir is the working directory ("" = HOME inside a sandbox, the
-	// parent's otherwise).
+	// parent's otherwise); a sandbox needs it inside fs.read or fs.write.
 	Dir string
 	// Home is the HOME of an unsandboxed child, created when missing; ""
 	// makes a temporary one, removed by Process.Close.
@@ -264,17 +264,22 @@ func New(o Options) *Launcher {
 	return l
 }
 
-// Check reports, at start, whether a sandbox can be set up for policy p
-// of upstream name: bwrap found, user namespaces permitted (probed once
-// per bwrap binary), the paths of the policy present. A nil or Off policy
-// needs nothing. The error is one line naming the upstream and the fix.
-func (l *Launcher) Check(ctx context.Context, name string, p *Policy) error {
+// Check reports, at start, whether the sandbox of s can be set up: bwrap
+// found, user namespaces permitted (probed once per bwrap binary), the
+// paths of the policy present, the working directory inside a bind. A nil
+// or Off policy needs nothing. The error is one line naming the upstream
+// and the fix.
+func (l *Launcher) Check(ctx context.Context, s Spec) error {
+	name, p := s.Name, s.Policy
 	if p == nil || p.Off != "" {
 		return nil
 	}
 	bw, err := l.bwrapPath()
 	if err != nil {
 		return fmt.Errorf("upstream %q: sandbox: %w: bwrap (bubblewrap) not found on PATH; install it (apt-get install bubblewrap) or set sandbox: {off: \"<reason>\"}", name, ErrUnavailable)
+	}
+	if d := filepath.Clean(s.Dir); s.Dir != "" && !slices.ContainsFunc(append(slices.Clone(p.Read), p.Write...), func(b string) bool { return within(d, filepath.Clean(b)) }) {
+		return fmt.Errorf("upstream %q: sandbox: its working directory %s is not inside the sandbox; set dir to a path under sandbox.fs.read or fs.write (relative command arguments are taken from it), or bind it", name, d)
 	}
 	for _, ps := range [][]string{p.Read, p.Write} {
 		for _, path := range ps {
@@ -384,7 +389,7 @@ func (l *Launcher) Command(ctx context.Context, s Spec) (*Process, error) {
 	if s.Policy == nil || s.Policy.Off != "" {
 		return l.plain(s)
 	}
-	if err := l.Check(ctx, s.Name, s.Policy); err != nil {
+	if err := l.Check(ctx, s); err != nil {
 		return nil, err
 	}
 	return l.sandboxed(ctx, s)
@@ -691,17 +696,9 @@ func (l *Launcher) sandboxed(ctx context.Context, s Spec) (*Process, error) {
 		env = append(env, "NO_PROXY=", "no_proxy=")
 	}
 
-	dir := sandboxHome
+	dir := sandboxHome // Check made sure a given Dir is inside a bind
 	if s.Dir != "" {
-		d := filepath.Clean(s.Dir)
-		for _, b := range binds {
-			if within(d, b.path) {
-				dir = d
-			}
-		}
-		if dir == sandboxHome {
-			l.logger.Debug("working directory is outside the sandbox's binds; using the sandbox's HOME", "upstream", s.Name, "dir", d)
-		}
+		dir = filepath.Clean(s.Dir)
 	}
 	args = append(args, "--chdir", dir)
 

@@ -26,7 +26,7 @@ func needBwrap(t *testing.T) {
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		t.Skip("bwrap (bubblewrap) not installed; .ci/run installs it")
 	}
-	if err := New(Options{}).Check(context.Background(), "probe", &Policy{}); err != nil {
+	if err := New(Options{}).Check(context.Background(), Spec{Name: "probe", Policy: &Policy{}}); err != nil {
 		t.Skipf("sandbox unavailable here: %v", err)
 	}
 }
@@ -176,6 +176,14 @@ func TestUnavailable(t *testing.T) {
 	p.Close()
 	if p.Applied.Mode != ModeOff || !strings.Contains(p.Applied.Detail, "trusted") {
 		t.Errorf("applied = %+v", p.Applied)
+	}
+}
+
+func TestWorkingDirectoryOutside(t *testing.T) {
+	needBwrap(t)
+	err := New(Options{}).Check(context.Background(), Spec{Name: "files", Dir: "/etc", Policy: &Policy{Write: []string{t.TempDir()}}})
+	if err == nil || !strings.Contains(err.Error(), `upstream "files": sandbox: its working directory /etc is not inside the sandbox`) {
+		t.Fatalf("err = %v", err)
 	}
 }
 
