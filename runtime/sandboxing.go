@@ -2,9 +2,13 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"time"
 
+	"github.com/quiver-mcp/quiver/runtime/codes"
 	"github.com/quiver-mcp/quiver/runtime/config"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
@@ -30,7 +34,10 @@ func (r *Runtime) sandboxSpec(u *config.Upstream, spec *upstream.Spec) error {
 	case pol.Off != "":
 		r.log.Warn("command upstream runs with its sandbox off", "upstream", u.Name, "reason", pol.Off)
 	}
-	l := sandbox.New(sandbox.Options{Logger: r.log})
+	rcpt, trust := sandboxReceipt(u), string(u.TrustLevel)
+	l := sandbox.New(sandbox.Options{Logger: r.log, OnEgressDenied: func(name, host, port, reason string) {
+		r.egressDenied(name, trust, rcpt, host, port)
+	}})
 	if err := l.Check(context.Background(), sandbox.Spec{Name: u.Name, Dir: u.Dir, Policy: pol}); err != nil {
 		return err
 	}
@@ -63,4 +70,16 @@ func sandboxReceipt(u *config.Upstream) receipts.Sandbox {
 	}
 	a := sandbox.Describe(u.SandboxPolicy())
 	return receipts.Sandbox{FSPolicy: a.FS, NetPolicy: a.Net, Mode: a.Mode, Detail: a.Detail}
+}
+
+// egressDenied writes the receipt of a destination the egress proxy of
+// sandboxed upstream name refused (spec 001 test 8): method egress, deny,
+// EGRESS_BLOCKED and the sha256 prefix of host:port (not the host itself).
+func (r *Runtime) egressDenied(name, trust string, sb receipts.Sandbox, host, port string) {
+	c := &caller{}
+	c.begin("egress", nil, time.Now())
+	c.rc.MCP.ServerID, c.rc.MCP.TrustLevel, c.rc.Sandbox = name, trust, sb
+	sum := sha256.Sum256([]byte(host + ":" + port))
+	c.reasons = []string{"EGRESS_HOST_SHA256:" + hex.EncodeToString(sum[:8])}
+	r.rec.write(c, nil, &Error{Code: codes.EgressBlocked, Message: "the sandbox's egress proxy refused a destination"}, 0)
 }

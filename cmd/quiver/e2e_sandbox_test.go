@@ -319,6 +319,7 @@ func TestE2ESandboxHostileServer(t *testing.T) {
 		if len(sbs) == 0 {
 			t.Fatal("no receipt for the call")
 		}
+		checkEgressReceipts(t, filepath.Join(r.dir, "state"), r.denied)
 		sb := sbs[len(sbs)-1]
 		if sb["mode"] != "bwrap" || sb["fs_policy"] != "workspace_only" || sb["net_policy"] != "allowlist" ||
 			!strings.Contains(fmt.Sprint(sb["detail"]), "rw:"+r.root) || !strings.Contains(fmt.Sprint(sb["detail"]), "net:proxy:1 hosts") {
@@ -440,5 +441,45 @@ upstreams:
 	}
 	if out, ok := call("files__read_text_file", map[string]any{"path": outside}); ok || strings.Contains(out, "outside-content") {
 		t.Fatalf("read outside the root: %v %s", ok, out)
+	}
+}
+
+// checkEgressReceipts asserts that the egress proxy's refusal of denied
+// (host:port) has a deny receipt (EGRESS_BLOCKED, the destination hashed)
+// and that no receipt names it in clear.
+func checkEgressReceipts(t *testing.T, stateDir, denied string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(stateDir, "receipts", "receipts-*.jsonl"))
+	found := false
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		must(t, err)
+		if strings.Contains(string(data), denied) {
+			t.Errorf("a receipt names the refused destination %s in clear", denied)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			var rc struct {
+				MCP struct {
+					Method   string `json:"method"`
+					ServerID string `json:"server_id"`
+				} `json:"mcp"`
+				Decision struct {
+					Result      string   `json:"result"`
+					ReasonCodes []string `json:"reason_codes"`
+				} `json:"decision"`
+				Sandbox map[string]any `json:"sandbox"`
+			}
+			if json.Unmarshal([]byte(line), &rc) != nil || rc.MCP.Method != "egress" {
+				continue
+			}
+			codes := strings.Join(rc.Decision.ReasonCodes, ",")
+			if rc.MCP.ServerID == "hostile" && rc.Decision.Result == "deny" && strings.Contains(codes, "EGRESS_BLOCKED") &&
+				strings.Contains(codes, "EGRESS_HOST_SHA256:") && rc.Sandbox["mode"] == "bwrap" {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Error("no deny receipt for the egress proxy's refusal")
 	}
 }

@@ -229,6 +229,7 @@ type Launcher struct {
 	look   func(string) (string, error)
 	getenv func(string) string
 	logger *slog.Logger
+	denied func(upstream, host, port, reason string)
 
 	mu      sync.Mutex
 	checked map[string]error // bwrap path -> result of the user-namespace probe
@@ -247,11 +248,14 @@ type Options struct {
 	Helper string
 	// Logger receives the egress proxy's refusals (default slog.Default()).
 	Logger *slog.Logger
+	// OnEgressDenied, when set, is called for every destination the
+	// egress proxy of upstream refuses (from the proxy's goroutines).
+	OnEgressDenied func(upstream, host, port, reason string)
 }
 
 // New returns a Launcher.
 func New(o Options) *Launcher {
-	l := &Launcher{look: o.LookPath, getenv: o.Getenv, helper: o.Helper, logger: o.Logger, checked: map[string]error{}}
+	l := &Launcher{look: o.LookPath, getenv: o.Getenv, helper: o.Helper, logger: o.Logger, denied: o.OnEgressDenied, checked: map[string]error{}}
 	if l.look == nil {
 		l.look = exec.LookPath
 	}
@@ -670,7 +674,12 @@ func (l *Launcher) sandboxed(ctx context.Context, s Spec) (*Process, error) {
 		}
 		p.closers = append(p.closers, func() { _ = os.RemoveAll(sockDir) })
 		sock := filepath.Join(sockDir, "egress.sock")
-		proxy, err := egress.NewProxy(pol.Allow, egress.ProxyOptions{Logger: l.logger.With("upstream", s.Name)})
+		po := egress.ProxyOptions{Logger: l.logger.With("upstream", s.Name)}
+		if l.denied != nil {
+			name := s.Name
+			po.OnDeny = func(host, port, reason string) { l.denied(name, host, port, reason) }
+		}
+		proxy, err := egress.NewProxy(pol.Allow, po)
 		if err != nil {
 			return nil, fmt.Errorf("upstream %q: sandbox: %w", s.Name, err)
 		}
