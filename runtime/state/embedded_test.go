@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -426,20 +427,15 @@ func BenchmarkEmbedded(b *testing.B) {
 			}
 		})
 		b.Run(s.name+"/Create", func(b *testing.B) {
+			run := strconv.FormatInt(time.Now().UnixNano(), 36)
 			i := 0
-			key := make([]byte, 0, 32)
 			for b.Loop() {
 				i++
-				key = append(append(key[:0], s.name...), "/create/"...)
-				key = appendInt(key, i)
-				if ok, err := kv.Create(c, string(key), []byte("v"), time.Minute); !ok || err != nil {
+				key := s.name + "/create/" + run + "/" + strconv.Itoa(i)
+				if ok, err := kv.Create(c, key, []byte("v"), time.Minute); !ok || err != nil {
 					b.Fatal(ok, err)
 				}
 			}
 		})
 	}
-}
-
-func appendInt(b []byte, i int) []byte {
-	return append(b, []byte(time.Duration(i).String())...)
 }
