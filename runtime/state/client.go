@@ -38,6 +38,12 @@ type clientConn struct {
 	pending map[uint64]chan frame
 	nextID  uint64
 	dead    bool
+	// draining: the owner said go away; no new request is started.
+	draining bool
+	// sending counts requests started and not yet written; the go-away
+	// ack is written after the last of them.
+	sending int
+	acked   bool
 	done    chan struct{} // closed when the reader ends
 }
 
@@ -67,6 +73,16 @@ func (cc *clientConn) read() {
 		if err != nil {
 			break
 		}
+		if f.kind == respGoAway {
+			cc.mu.Lock()
+			cc.draining = true
+			ack := cc.ackDue()
+			cc.mu.Unlock()
+			if ack {
+				cc.sendAck()
+			}
+			continue
+		}
 		cc.mu.Lock()
 		ch := cc.pending[f.id]
 		delete(cc.pending, f.id)
@@ -81,11 +97,44 @@ func (cc *clientConn) read() {
 	cc.c.Close()
 }
 
-// alive reports whether the connection has not broken.
+// ackDue reports (once) that the go-away ack must be written now. Called
+// with mu held.
+func (cc *clientConn) ackDue() bool {
+	if cc.draining && cc.sending == 0 && !cc.acked {
+		cc.acked = true
+		return true
+	}
+	return false
+}
+
+func (cc *clientConn) sendAck() {
+	b, _ := finishFrame(newFrame(0, opGoAwayAck, 0))
+	cc.send(context.Background(), b)
+}
+
+// written ends what register started: the request is written (or failed).
+func (cc *clientConn) written() {
+	cc.mu.Lock()
+	cc.sending--
+	ack := cc.ackDue()
+	cc.mu.Unlock()
+	if ack {
+		cc.sendAck()
+	}
+}
+
+// alive reports whether new requests may use the connection.
 func (cc *clientConn) alive() bool {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	return !cc.dead
+	return !cc.dead && !cc.draining
+}
+
+// broken reports whether the connection is dead (not merely draining).
+func (cc *clientConn) broken() bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.dead
 }
 
 // close closes the connection and waits for its reader.
@@ -97,9 +146,10 @@ func (cc *clientConn) close() {
 func (cc *clientConn) register() (uint64, chan frame, error) {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if cc.dead {
+	if cc.dead || cc.draining {
 		return 0, nil, errNotSent
 	}
+	cc.sending++
 	cc.nextID++
 	ch := make(chan frame, 1)
 	cc.pending[cc.nextID] = ch
@@ -175,11 +225,11 @@ func (cc *clientConn) call(ctx context.Context, op byte, build func([]byte) []by
 		return nil, err
 	}
 	b, err := finishFrame(build(newFrame(id, op, deadlineOf(ctx))))
-	if err != nil {
-		cc.unregister(id)
-		return nil, err
+	if err == nil {
+		err = cc.send(ctx, b)
 	}
-	if err := cc.send(ctx, b); err != nil {
+	cc.written()
+	if err != nil {
 		cc.unregister(id)
 		return nil, err
 	}
@@ -318,6 +368,7 @@ func (cc *clientConn) put(ctx context.Context, owner string, in artifacts.PutInp
 	if err == nil {
 		err = cc.send(ctx, begin)
 	}
+	cc.written()
 	if err != nil {
 		cc.unregister(id)
 		return artifacts.Meta{}, err

@@ -174,6 +174,9 @@ type embedded struct {
 	closed bool
 	own    *owner
 	cc     *clientConn
+	// draining are connections to an owner that is closing, kept until it
+	// has answered the requests in flight on them.
+	draining []*clientConn
 
 	kvClosed, artClosed atomic.Bool
 }
@@ -224,9 +227,15 @@ func (e *embedded) Close() error {
 		return nil
 	}
 	e.closed = true
-	own, cc := e.own, e.cc
-	e.own, e.cc = nil, nil
+	own, cc, draining := e.own, e.cc, e.draining
+	e.own, e.cc, e.draining = nil, nil, nil
 	e.mu.Unlock()
+	for _, d := range draining {
+		d.close()
+	}
+	// Wait for an election under way: it sees closed and undoes itself.
+	e.elect <- struct{}{}
+	<-e.elect
 	if cc != nil {
 		cc.close()
 	}
@@ -291,9 +300,7 @@ func (e *embedded) route(ctx context.Context) (*owner, *clientConn, error) {
 			old := e.cc
 			e.own, e.cc = own, nil
 			e.mu.Unlock()
-			if old != nil {
-				old.close()
-			}
+			e.retire(old)
 			e.log.Info("state: this process now owns the embedded store", "dir", e.dir)
 			return own, nil, nil
 		}
@@ -308,9 +315,7 @@ func (e *embedded) route(ctx context.Context) (*owner, *clientConn, error) {
 			old := e.cc
 			e.cc = cc
 			e.mu.Unlock()
-			if old != nil {
-				old.close()
-			}
+			e.retire(old)
 			return nil, cc, nil
 		}
 		t := time.NewTimer(backoff)
@@ -376,11 +381,17 @@ func (e *embedded) tryOwn() (*owner, error) {
 	return &owner{lockf: f, kv: kv, art: art, srv: newServer(kv, art, ln, e.uid, e.log, &e.hook)}, nil
 }
 
-// drop forgets a broken connection.
+// drop forgets a connection that is broken or draining. A draining one
+// still carries answers to requests in flight: it is kept (and closed by
+// Close) until the owner closes it.
 func (e *embedded) drop(cc *clientConn) {
 	e.mu.Lock()
 	if e.cc == cc {
 		e.cc = nil
+		if !cc.broken() {
+			e.keepDraining(cc)
+			cc = nil
+		}
 	} else {
 		cc = nil
 	}
@@ -388,6 +399,33 @@ func (e *embedded) drop(cc *clientConn) {
 	if cc != nil {
 		cc.close()
 	}
+}
+
+// retire puts aside the connection being replaced by route.
+func (e *embedded) retire(old *clientConn) {
+	if old == nil {
+		return
+	}
+	e.mu.Lock()
+	if old.broken() || e.closed {
+		e.mu.Unlock()
+		old.close()
+		return
+	}
+	e.keepDraining(old)
+	e.mu.Unlock()
+}
+
+// keepDraining adds cc to the draining connections and forgets those the
+// owner has closed since. Called with mu held.
+func (e *embedded) keepDraining(cc *clientConn) {
+	kept := e.draining[:0]
+	for _, d := range e.draining {
+		if !d.broken() {
+			kept = append(kept, d)
+		}
+	}
+	e.draining = append(kept, cc)
 }
 
 // do runs one call: locally on the owner, or remotely, electing or

@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,6 +94,80 @@ func TestSharedState(t *testing.T) {
 	if v, err := client.KV().Get(c, "kill/rule"); string(v) != "deny" || err != nil {
 		t.Fatalf("client Get = %q, %v", v, err)
 	}
+}
+
+// TestLargeValues: the largest values cross the socket (a Swap carries
+// two of them).
+func TestLargeValues(t *testing.T) {
+	_, client := pair(t)
+	c := tctx(t)
+	a := bytes.Repeat([]byte{'a'}, state.MaxValueBytes)
+	b := bytes.Repeat([]byte{'b'}, state.MaxValueBytes)
+	if err := client.KV().Set(c, "big", a, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := client.KV().Swap(c, "big", a, b, 0); !ok || err != nil {
+		t.Fatalf("Swap = %v, %v", ok, err)
+	}
+	if v, err := client.KV().Get(c, "big"); err != nil || !bytes.Equal(v, b) {
+		t.Fatalf("Get = %d bytes, %v", len(v), err)
+	}
+}
+
+// TestCloseUnderLoad: calls in flight while the owner closes gracefully
+// all succeed, on the old owner or after the takeover, each counted once.
+func TestCloseUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	c := tctx(t)
+	owner := open(t, dir)
+	client := open(t, dir)
+	var ok, unavailable atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := client.KV().Admit(c, state.AdmitRequest{Keys: []string{"w"}, Limits: []int{1 << 20}, Window: time.Hour, Now: time.Now(), Take: true})
+				switch {
+				case err == nil && r.Denied == -1:
+					ok.Add(1)
+				case errors.Is(err, state.ErrUnavailable):
+					unavailable.Add(1)
+				default:
+					t.Error(r, err)
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := owner.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	v, err := client.KV().Get(c, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A graceful Close answers every request it read before the clients'
+	// go-away acks: nothing is lost, nothing is counted twice.
+	n := int64(len(state.DecodeWindow(v)))
+	if n != ok.Load() || unavailable.Load() != 0 {
+		t.Fatalf("window holds %d calls; %d succeeded, %d unavailable", n, ok.Load(), unavailable.Load())
+	}
+	if !state.IsOwner(client) {
+		t.Fatal("no takeover")
+	}
+	t.Logf("%d admitted, %d unavailable across the owner's Close", ok.Load(), unavailable.Load())
 }
 
 // TestScanPages: a client scan larger than one answer is read in pages.

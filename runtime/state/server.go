@@ -73,7 +73,7 @@ func (s *server) accept() {
 			c.Close()
 			continue
 		}
-		sc := &serverConn{s: s, c: c, puts: map[uint64]*io.PipeWriter{}, streams: map[uint64]*srvStream{}, sem: make(chan struct{}, connHandlers)}
+		sc := &serverConn{s: s, c: c, puts: map[uint64]*io.PipeWriter{}, streams: map[uint64]*srvStream{}, sem: make(chan struct{}, connHandlers), acked: make(chan struct{})}
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
@@ -87,29 +87,44 @@ func (s *server) accept() {
 	}
 }
 
-// close stops serving: no new connections, requests in flight get
-// closeGrace to finish and answer, requests that arrive meanwhile are
-// answered codeNotApplied, then every connection is closed. It returns
+// close stops serving: no new connections; every connection is told to
+// go away, and until its client acknowledges (having written every
+// request it started) requests are read and answered codeNotApplied;
+// requests in flight finish and answer. After that, or closeGrace, every
+// connection is closed. It returns
 // when every goroutine of the server has ended.
 func (s *server) close() {
 	s.mu.Lock()
 	s.closing = true
-	s.mu.Unlock()
 	s.ln.Close() // also removes the socket file
+	var acks []chan struct{}
+	for c := range s.conns {
+		acks = append(acks, c.acked)
+		c.write(newFrame(0, respGoAway, 0))
+	}
+	s.mu.Unlock()
 	done := make(chan struct{})
-	go func() { s.handlers.Wait(); close(done) }()
+	go func() {
+		for _, a := range acks {
+			<-a
+		}
+		s.handlers.Wait()
+		close(done)
+	}()
+	grace := time.NewTimer(closeGrace)
 	select {
 	case <-done:
-	case <-time.After(closeGrace):
+	case <-grace.C:
 		s.cancel()
 	}
+	grace.Stop()
 	s.mu.Lock()
 	for c := range s.conns {
 		c.c.Close()
 	}
 	s.mu.Unlock()
+	s.loops.Wait() // every reader ended, so every ack channel is closed
 	<-done
-	s.loops.Wait()
 	s.cancel()
 }
 
@@ -140,7 +155,12 @@ type serverConn struct {
 	smu        sync.Mutex
 	streams    map[uint64]*srvStream
 	nextStream uint64
+
+	acked chan struct{} // closed on opGoAwayAck or when the reader ends
+	ackMu sync.Once
 }
+
+func (c *serverConn) ack() { c.ackMu.Do(func() { close(c.acked) }) }
 
 // srvStream is an artifact opened by a client.
 type srvStream struct {
@@ -164,6 +184,9 @@ func (c *serverConn) read() {
 		switch f.kind {
 		case opPutChunk, opPutEnd, opPutAbort:
 			c.body(f)
+			continue
+		case opGoAwayAck:
+			c.ack()
 			continue
 		}
 		if f.kind == 0 || f.kind >= opLast {
@@ -222,6 +245,7 @@ func (c *serverConn) body(f frame) {
 }
 
 func (c *serverConn) cleanup() {
+	c.ack()
 	for id, pw := range c.puts {
 		pw.CloseWithError(io.ErrUnexpectedEOF)
 		delete(c.puts, id)
@@ -274,6 +298,14 @@ func (c *serverConn) respond(id uint64, out []byte, err error) {
 		out = newFrame(id, respErr, 0)
 		out = append(out, code)
 		out = putStr(out, err.Error())
+		out, _ = finishFrame(out)
+	}
+	c.write(out)
+}
+
+// write writes one finished frame; a failed write closes the connection.
+func (c *serverConn) write(out []byte) {
+	if len(out) >= frameHeader {
 		out, _ = finishFrame(out)
 	}
 	c.wmu.Lock()

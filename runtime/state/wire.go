@@ -30,7 +30,9 @@ import (
 // at most putChunk bytes, opPutEnd or opPutAbort, then one response), so a
 // slow body never holds up other calls. Open is pulled: opOpen answers a
 // stream id, each opRead returns at most readChunk bytes, opCloseStream
-// ends it. A respErr payload is a code (errCode) and a message; the client
+// ends it. A closing owner sends respGoAway on every connection and
+// answers every request read before the client's opGoAwayAck, so that a
+// graceful Close loses no request. A respErr payload is a code (errCode) and a message; the client
 // rebuilds an error that matches the same sentinel with errors.Is.
 const (
 	frameHeader = 4 + 8 + 1 + 8
@@ -67,10 +69,16 @@ const (
 	opCloseStream
 	opDeleteArtifact
 	opPing
+	// opGoAwayAck: the client will send nothing more on this connection.
+	opGoAwayAck
 	opLast // not an op: one past the last
 
 	respOK  byte = 0x80
 	respErr byte = 0x81
+	// respGoAway (id 0): the owner is closing; the client stops sending
+	// on this connection and acknowledges with opGoAwayAck once every
+	// request it started is written.
+	respGoAway byte = 0x82
 )
 
 // Error codes carried by respErr.
