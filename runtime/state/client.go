@@ -79,7 +79,10 @@ func (cc *clientConn) read() {
 			ack := cc.ackDue()
 			cc.mu.Unlock()
 			if ack {
-				cc.sendAck()
+				// Not from the reader itself: it must keep reading answers
+				// whatever the write waits for. The write ends when it is
+				// done or the connection closes.
+				go cc.sendAck()
 			}
 			continue
 		}

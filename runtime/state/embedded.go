@@ -56,7 +56,12 @@ const sunPathMax = 107
 // serves, the rest reconnect. A call that was sent when the connection
 // broke is not repeated (it may have been applied) and fails with an error
 // matching ErrUnavailable. The Backend returned is stable across these
-// changes. ctx bounds the wait for an owner at open.
+// changes. A call whose ctx ends while it waits for the owner's answer
+// returns ctx's error; like with any remote store, the owner may still
+// apply it. A graceful Close of the owner loses no call: it tells the
+// clients to go away, answers everything they sent before acknowledging,
+// and the calls they had not sent run on the next owner. ctx bounds the
+// wait for an owner at open.
 func OpenEmbedded(ctx context.Context, o EmbeddedOptions) (Backend, error) {
 	if o.Dir == "" {
 		return nil, errInvalid("embedded: Dir is required")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/quiver-mcp/quiver/artifacts"
@@ -430,7 +431,7 @@ func decodeKV(op byte, p []byte) (kvRequest, error) {
 		a.Keys, a.Limits = make([]string, n), make([]int, n)
 		for i := range n {
 			a.Keys[i] = d.str()
-			a.Limits[i] = d.int(1 << 30)
+			a.Limits[i] = d.int(math.MaxInt)
 		}
 		a.Window = time.Duration(d.varint())
 		a.Now = time.Unix(0, d.varint())
