@@ -436,8 +436,11 @@ func (e *embedded) keepDraining(cc *clientConn) {
 // do runs one call: locally on the owner, or remotely, electing or
 // redialling while the request has not been sent.
 func (e *embedded) do(ctx context.Context, closedErr error, local func(*owner) error, remote func(*clientConn) error) error {
-	for {
+	for retry := false; ; retry = true {
 		if err := ctx.Err(); err != nil {
+			if retry {
+				return unavailable(err) // the owner went away meanwhile
+			}
 			return err
 		}
 		own, cc, err := e.route(ctx)

@@ -6,7 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,4 +147,64 @@ func hexOf(b []byte) string {
 		out = append(out, digits[c>>4], digits[c&15])
 	}
 	return string(out)
+}
+
+// TestCheckPeer reads real credentials off a socket: ours pass, another
+// uid is refused.
+func TestCheckPeer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan *net.UnixConn, 1)
+	go func() {
+		c, _ := ln.AcceptUnix()
+		done <- c
+	}()
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := <-done
+	if s == nil {
+		t.Fatal("accept failed")
+	}
+	defer s.Close()
+	if err := checkPeer(s, os.Getuid()); err != nil {
+		t.Fatalf("same uid refused: %v", err)
+	}
+	if err := checkPeer(c, os.Getuid()+1); err == nil {
+		t.Fatal("another uid accepted")
+	}
+}
+
+// TestSocketPathFallback: a too-long path moves to a private directory
+// under TMPDIR, and a directory there that is not private is refused.
+func TestSocketPathFallback(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	short := t.TempDir()
+	if p, err := socketPath(short, os.Getuid()); err != nil || p != filepath.Join(short, "state.sock") {
+		t.Fatalf("short dir: %q, %v", p, err)
+	}
+	long := filepath.Join(short, strings.Repeat("x", 120))
+	p, err := socketPath(long, os.Getuid())
+	if err != nil || !strings.HasPrefix(p, tmp) || len(p) > sunPathMax {
+		t.Fatalf("long dir: %q, %v", p, err)
+	}
+	if again, _ := socketPath(long, os.Getuid()); again != p {
+		t.Fatalf("not stable: %q, %q", p, again)
+	}
+	if other, _ := socketPath(long+"2", os.Getuid()); other == p {
+		t.Fatal("two dirs share a socket")
+	}
+	if err := os.Chmod(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := socketPath(long, os.Getuid()); err == nil {
+		t.Fatal("a socket dir readable by others was accepted")
+	}
 }
