@@ -15,9 +15,12 @@ func Crash(b Backend) {
 	e := b.(*embedded)
 	e.mu.Lock()
 	e.closed = true
-	own, cc := e.own, e.cc
-	e.own, e.cc = nil, nil
+	own, cc, draining := e.own, e.cc, e.draining
+	e.own, e.cc, e.draining = nil, nil, nil
 	e.mu.Unlock()
+	for _, d := range draining {
+		d.close()
+	}
 	if cc != nil {
 		cc.close()
 	}
