@@ -334,6 +334,9 @@ func TestE2EHTTP(t *testing.T) {
 	if resp.StatusCode != 200 || h["status"] != "ok" || h["catalog"].(map[string]any)["tool"].(float64) < 10 {
 		t.Fatalf("healthz %d %v", resp.StatusCode, h)
 	}
+	if name, _ := h["state"].(string); name == "" {
+		t.Fatalf("healthz names no state backend: %v", h)
+	}
 	// Each live upstream reports the revision negotiated with it (the
 	// go-sdk test upstreams speak 2026-07-28).
 	for _, u := range h["upstreams"].([]any) {
