@@ -116,10 +116,22 @@ func (r *Runtime) pinRegistry() error {
 	if !reg.HasWrites() {
 		return nil
 	}
-	if r.idem, err = guard.NewIdempotency(guard.IdempotencyOptions{KV: r.kv}); err != nil {
+	if r.idem, err = guard.NewIdempotency(guard.IdempotencyOptions{KV: r.kv, PendingTimeout: r.pendingTimeout()}); err != nil {
 		return err
 	}
 	return nil
+}
+
+// pendingTimeout bounds how long a write may run: every attempt of the
+// slowest upstream with the longest backoff, plus a margin. An idempotency
+// reservation pending longer was left by a process that died mid-call.
+func (r *Runtime) pendingTimeout() time.Duration {
+	slowest := r.cfg.Timing.CallTimeout
+	for _, u := range r.cfg.Upstreams {
+		slowest = max(slowest, time.Duration(u.CallTimeout))
+	}
+	attempts := time.Duration(max(r.cfg.Retry.MaxAttempts, 1))
+	return attempts*(slowest+time.Duration(r.cfg.Retry.MaxDelay)) + time.Minute
 }
 
 // frontDoor loads the registry for a new catalog: the gate that judges

@@ -34,7 +34,17 @@ type IdempotencyOptions struct {
 	KV state.KV
 	// TTL is how long a record is kept (DefaultIdempotencyTTL when zero).
 	TTL time.Duration
+	// PendingTimeout is how long a call may run (DefaultPendingTimeout
+	// when zero). A reservation still pending after it was left by a
+	// process that died mid-call: its key is IDEMPOTENCY_OUTCOME_UNKNOWN,
+	// never dispatched again, rather than IN_PROGRESS for the whole TTL.
+	PendingTimeout time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
 }
+
+// DefaultPendingTimeout is IdempotencyOptions.PendingTimeout's default.
+const DefaultPendingTimeout = 15 * time.Minute
 
 // IdempotencyStore keeps one record per {principal, idempotency key} in a
 // state.KV: the fingerprint of the call (tool and arguments) and, once it
@@ -47,8 +57,10 @@ type IdempotencyOptions struct {
 // but whose outcome is unknown (timeout, cancellation) leaves its key
 // unusable rather than risk a second side effect.
 type IdempotencyStore struct {
-	kv  state.KV
-	ttl time.Duration
+	kv      state.KV
+	ttl     time.Duration
+	pending time.Duration
+	now     func() time.Time
 }
 
 // NewIdempotency returns the store on o.KV.
@@ -59,7 +71,13 @@ func NewIdempotency(o IdempotencyOptions) (*IdempotencyStore, error) {
 	if o.TTL <= 0 {
 		o.TTL = DefaultIdempotencyTTL
 	}
-	return &IdempotencyStore{kv: o.KV, ttl: o.TTL}, nil
+	if o.PendingTimeout <= 0 {
+		o.PendingTimeout = DefaultPendingTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &IdempotencyStore{kv: o.KV, ttl: o.TTL, pending: o.PendingTimeout, now: o.Now}, nil
 }
 
 // Fingerprint identifies a call for idempotency: sha256 of the server, the
@@ -123,7 +141,7 @@ func (s *IdempotencyStore) Begin(ctx context.Context, principal, key, fingerprin
 	if _, err := rand.Read(tok[:]); err != nil {
 		return nil, nil, fmt.Errorf("idempotency store: %w", err)
 	}
-	pending, err := json.Marshal(record{State: statePending, Fingerprint: fingerprint, Token: hex.EncodeToString(tok[:]), Created: time.Now().UnixNano()})
+	pending, err := json.Marshal(record{State: statePending, Fingerprint: fingerprint, Token: hex.EncodeToString(tok[:]), Created: s.now().UnixNano()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("idempotency store: %w", err)
 	}
@@ -145,7 +163,7 @@ func (s *IdempotencyStore) Begin(ctx context.Context, principal, key, fingerprin
 		if !found {
 			continue // released or expired in between: try again
 		}
-		replay, refusal := judgeRecord(rec, fingerprint)
+		replay, refusal := s.judgeRecord(rec, fingerprint)
 		if refusal != nil {
 			return nil, refusal, nil
 		}
@@ -160,7 +178,7 @@ func (s *IdempotencyStore) Peek(ctx context.Context, principal, key, fingerprint
 	if err != nil || !found {
 		return false, nil, err
 	}
-	payload, refusal := judgeRecord(rec, fingerprint)
+	payload, refusal := s.judgeRecord(rec, fingerprint)
 	return payload != nil, refusal, nil
 }
 
@@ -180,7 +198,7 @@ func (s *IdempotencyStore) get(ctx context.Context, k string) (record, bool, err
 }
 
 // judgeRecord decides what an existing record means for a call with fingerprint.
-func judgeRecord(rec record, fingerprint string) (json.RawMessage, *Error) {
+func (s *IdempotencyStore) judgeRecord(rec record, fingerprint string) (json.RawMessage, *Error) {
 	switch {
 	case rec.Fingerprint != fingerprint:
 		return nil, deny(codes.IdempotencyKeyReused, "this idempotency_key was used for another call (another tool or other arguments); use a new key").at("idempotency_key")
@@ -189,7 +207,7 @@ func judgeRecord(rec record, fingerprint string) (json.RawMessage, *Error) {
 			return json.RawMessage("{}"), nil
 		}
 		return rec.Payload, nil
-	case rec.State == statePending:
+	case rec.State == statePending && s.now().Sub(time.Unix(0, rec.Created)) < s.pending:
 		return nil, inProgress()
 	}
 	e := deny(codes.IdempotencyOutcomeUnknown, "a call with this idempotency_key was sent but its outcome is unknown; it is not sent again: check the target, then use a new key").at("idempotency_key")
@@ -210,14 +228,14 @@ var ErrReservationLost = errors.New("idempotency store: reservation lost")
 // Complete records the finished call's payload: later calls with the same
 // key and fingerprint replay it.
 func (s *IdempotencyStore) Complete(ctx context.Context, r *Reservation, payload []byte) error {
-	return s.finish(ctx, r, record{State: stateDone, Fingerprint: r.fingerprint, Created: time.Now().UnixNano(), Payload: payload})
+	return s.finish(ctx, r, record{State: stateDone, Fingerprint: r.fingerprint, Created: s.now().UnixNano(), Payload: payload})
 }
 
 // Abandon records that the call was sent but its outcome is unknown
 // (firstError is the wire code it failed with): the key is never
 // dispatched again.
 func (s *IdempotencyStore) Abandon(ctx context.Context, r *Reservation, firstError string) error {
-	return s.finish(ctx, r, record{State: stateUnknown, Fingerprint: r.fingerprint, Created: time.Now().UnixNano(), FirstError: firstError})
+	return s.finish(ctx, r, record{State: stateUnknown, Fingerprint: r.fingerprint, Created: s.now().UnixNano(), FirstError: firstError})
 }
 
 // Release forgets the reservation: the call certainly had no effect (it

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/quiver-mcp/quiver/runtime/codes"
 	"github.com/quiver-mcp/quiver/runtime/state"
@@ -181,6 +182,26 @@ func TestIdempotencyShared(t *testing.T) {
 	}
 	if err := a.Complete(ctx, r, []byte(`{}`)); err == nil {
 		t.Fatal("completed a replay")
+	}
+}
+
+// TestIdempotencyStalePending: a reservation still pending after the
+// pending timeout was left by a process that died mid-call: its outcome is
+// unknown, and it is never dispatched again.
+func TestIdempotencyStalePending(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	s, _ := NewIdempotency(IdempotencyOptions{KV: state.NewMemory(clock), PendingTimeout: time.Minute, Now: clock})
+	if _, refusal, _ := s.Begin(ctx, "p", "k", "f"); refusal != nil {
+		t.Fatal(refusal)
+	}
+	if _, refusal, _ := s.Begin(ctx, "p", "k", "f"); refusal == nil || refusal.Code != codes.IdempotencyKeyInProgress {
+		t.Fatalf("within the timeout: %v", refusal)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, refusal, _ := s.Begin(ctx, "p", "k", "f"); refusal == nil || refusal.Code != codes.IdempotencyOutcomeUnknown {
+		t.Fatalf("past the timeout: %v", refusal)
 	}
 }
 
