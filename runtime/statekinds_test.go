@@ -2,7 +2,10 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/quiver-mcp/quiver/runtime/config"
@@ -144,4 +147,33 @@ func TestStateSharedByRuntimes(t *testing.T) {
 		t.Fatalf("third call: %v", m)
 	}
 	wantError(t, csB, ToolExecute, add, CodeRateLimited)
+}
+
+// TestStateRedisPasswordAtStart: a password_env that names an unset
+// variable passes the configuration check and is reported by Start, with
+// the variable's name; a CA file that holds no certificate too.
+func TestStateRedisPasswordAtStart(t *testing.T) {
+	rg := setup(t, config.ModeGateway, nil, func(r *rig) {
+		r.cfg.State = config.State{Backend: config.StateRedis, Redis: config.Redis{URL: "redis://127.0.0.1:6379/0", PasswordEnv: "QUIVER_TEST_REDIS_PW", KeyPrefix: "q:"}}
+		r.deps.Getenv = func(string) (string, bool) { return "", false }
+	})
+	rt, err := New(rg.cfg, rg.deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	err = rt.Start(context.Background())
+	if !errors.Is(err, config.ErrRedisPassword) || !strings.Contains(err.Error(), "QUIVER_TEST_REDIS_PW") {
+		t.Fatalf("start: %v", err)
+	}
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redisTLS(config.Redis{URL: "rediss://h:6380", TLS: config.RedisTLS{CAFile: ca}}); err == nil {
+		t.Fatal("a CA file without a certificate was accepted")
+	}
+	if tc, err := redisTLS(config.Redis{URL: "redis://h:6379"}); err != nil || tc != nil {
+		t.Fatalf("redis:// has no TLS: %v %v", tc, err)
+	}
 }
