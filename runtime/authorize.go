@@ -53,6 +53,15 @@ func (a *authorizer) allowDecision() receipts.Decision {
 // (receipts: the request's own check read it just before).
 func (a *authorizer) incidentActive() bool { return a.incident != nil && a.incident.WasActive() }
 
+// pin reads the incident state once for the checks of one request made
+// with the returned context (see policy.Incident.Pin).
+func (a *authorizer) pin(ctx context.Context) context.Context {
+	if a.incident == nil {
+		return ctx
+	}
+	return a.incident.Pin(ctx)
+}
+
 // filtering reports whether visibility depends on the caller at all.
 func (a *authorizer) filtering() bool { return a.policy != nil || a.incident != nil }
 

@@ -319,7 +319,7 @@ func (in *Incident) WasActive() bool {
 // When the state cannot be read it fails closed: the Denial denies with
 // ReasonStateUnavailable and the error says why.
 func (in *Incident) Evaluate(ctx context.Context, req Request) (Denial, error) {
-	s, err := in.load(ctx)
+	s, err := in.snapshot(ctx)
 	if err != nil {
 		return Denial{Denied: true, Code: ReasonStateUnavailable}, err
 	}
@@ -367,7 +367,7 @@ func (in *Incident) Check(ctx context.Context, req Request) (bool, string) {
 // identity.Options.Revoked, so that revoked tokens and principals fail
 // authentication. It fails closed: true when the state cannot be read.
 func (in *Incident) Revoked(ctx context.Context, jti, subOrKey string) bool {
-	s, err := in.load(ctx)
+	s, err := in.snapshot(ctx)
 	if err != nil {
 		return true
 	}
@@ -379,6 +379,32 @@ func (in *Incident) Revoked(ctx context.Context, jti, subOrKey string) bool {
 		return true
 	}
 	return false
+}
+
+// pinKey keys the snapshot Pin puts into a context, per Incident.
+type pinKey struct{ in *Incident }
+
+// pinned is one read of the state, for every check of one request.
+type pinned struct {
+	snap *incidentSnapshot
+	err  error
+}
+
+// Pin reads the state once and returns ctx carrying that read: the checks
+// made with the returned context (a listing checks every entry) use it
+// instead of reading the state again, so one request costs one read and
+// sees one state. A failed read is pinned too: those checks fail closed.
+func (in *Incident) Pin(ctx context.Context) context.Context {
+	s, err := in.load(ctx)
+	return context.WithValue(ctx, pinKey{in}, pinned{s, err})
+}
+
+// snapshot is the state pinned in ctx, else a fresh read.
+func (in *Incident) snapshot(ctx context.Context) (*incidentSnapshot, error) {
+	if p, ok := ctx.Value(pinKey{in}).(pinned); ok {
+		return p.snap, p.err
+	}
+	return in.load(ctx)
 }
 
 // mutate applies fn to a copy of the stored state, drops lapsed

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -239,4 +240,45 @@ func TestIncidentUnavailable(t *testing.T) {
 	if denied, _ := in.Check(ctx, req); denied {
 		t.Fatal("still denied after recovery")
 	}
+}
+
+// TestIncidentPin: the checks made with a pinned context read the state
+// once; a change made after the pin is seen by the next request.
+func TestIncidentPin(t *testing.T) {
+	ctx := context.Background()
+	kv := &countingKV{KV: state.NewMemory(nil)}
+	in, _ := NewIncident(IncidentOptions{KV: kv})
+	req := Request{Principal: alice, Server: "github", ToolID: "github:x#1", Risk: "LOW", Action: ActionList}
+	pinned := in.Pin(ctx)
+	for range 10 {
+		if denied, _ := in.Check(pinned, req); denied {
+			t.Fatal("denied")
+		}
+	}
+	if n := kv.gets.Load(); n != 1 {
+		t.Fatalf("%d reads for one pinned request", n)
+	}
+	if _, err := in.AddKill(ctx, KillRule{All: true}); err != nil {
+		t.Fatal(err)
+	}
+	if denied, _ := in.Check(in.Pin(ctx), req); !denied {
+		t.Fatal("the next request missed the kill rule")
+	}
+	down := statetest.NewFailing(state.NewMemory(nil))
+	down.SetDown(true)
+	in2, _ := NewIncident(IncidentOptions{KV: down})
+	if denied, code := in2.Check(in2.Pin(ctx), req); !denied || code != ReasonStateUnavailable {
+		t.Fatalf("a failed pinned read: %v %s", denied, code)
+	}
+}
+
+// countingKV counts Gets.
+type countingKV struct {
+	state.KV
+	gets atomic.Int32
+}
+
+func (c *countingKV) Get(ctx context.Context, key string) ([]byte, error) {
+	c.gets.Add(1)
+	return c.KV.Get(ctx, key)
 }
