@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -47,10 +48,7 @@ func (r *Runtime) openState(ctx context.Context) (b qstate.Backend, owned bool, 
 		r.log.Warn("no state directory: state (artifacts, idempotency records, incident state, approvals) is kept in memory and lost at exit")
 		b, err = qstate.OpenMemory(ao)
 	default:
-		// PLACEHOLDER (lead): when state.OpenEmbedded lands, replace the
-		// line below with
-		//   b, err = qstate.OpenEmbedded(ctx, qstate.EmbeddedOptions{Dir: filepath.Join(r.cfg.StateDir, "state"), Artifacts: ao, Logger: r.log})
-		b, err = qstate.OpenMemory(ao)
+		b, err = qstate.OpenEmbedded(ctx, qstate.EmbeddedOptions{Dir: filepath.Join(r.cfg.StateDir, "state"), Artifacts: ao, Logger: r.log})
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("state backend %s: %w", s.Backend, err)

@@ -207,10 +207,6 @@ func TestE2EConformanceRegistry(t *testing.T) {
 // TestE2EIdempotencyAcrossRestart: a write repeated with its key dispatches
 // once, and still once after quiver restarts on the same state directory.
 func TestE2EIdempotencyAcrossRestart(t *testing.T) {
-	// LEAD: remove this skip when runtime/stateopen.go opens
-	// state.OpenEmbedded under state_dir: until then the embedded backend
-	// is an in-memory placeholder and nothing survives a restart.
-	t.Skip("needs the embedded state backend (state.OpenEmbedded, issue 14)")
 	f := newGuardFleet(t, "")
 	args := func(id string) map[string]any {
 		return map[string]any{"tool_id": id, "args": map[string]any{"text": "pay 10"}, "idempotency_key": "payment-42"}

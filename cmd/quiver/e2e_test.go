@@ -705,10 +705,6 @@ func mustAbs(t *testing.T, p string) string {
 }
 
 func TestE2EArtifactsSurviveKill(t *testing.T) {
-	// LEAD: remove this skip when runtime/stateopen.go opens
-	// state.OpenEmbedded under state_dir: until then the embedded backend
-	// is an in-memory placeholder and nothing survives a restart.
-	t.Skip("needs the embedded state backend (state.OpenEmbedded, issue 14)")
 	cfg, _ := fleetConfig(t, "gateway")
 	start := func() (*mcp.ClientSession, *exec.Cmd) {
 		cmd := exec.Command(quiverBin, "serve", "--config", cfg)
