@@ -316,6 +316,11 @@ func (r *Runtime) Start(ctx context.Context) error {
 		return err
 	}
 	r.backend, r.ownBackend = backend, owned
+	if owned && r.cfg.StateDir != "" {
+		if err := r.importLegacy(ctx, backend.KV()); err != nil {
+			return err
+		}
+	}
 	r.kv.set(backend.KV())
 	store := backend.Artifacts()
 	r.store = store

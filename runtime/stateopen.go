@@ -48,6 +48,9 @@ func (r *Runtime) openState(ctx context.Context) (b qstate.Backend, owned bool, 
 		r.log.Warn("no state directory: state (artifacts, idempotency records, incident state, approvals) is kept in memory and lost at exit")
 		b, err = qstate.OpenMemory(ao)
 	default:
+		if err := moveLegacyArtifacts(r.cfg.StateDir); err != nil {
+			return nil, false, err
+		}
 		b, err = qstate.OpenEmbedded(ctx, qstate.EmbeddedOptions{Dir: filepath.Join(r.cfg.StateDir, "state"), Artifacts: ao, Logger: r.log})
 	}
 	if err != nil {
