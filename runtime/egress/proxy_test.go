@@ -46,8 +46,10 @@ func newProxyRig(t *testing.T, allow ...string) *proxyRig {
 // client is an HTTP client whose proxy is the rig.
 func (r *proxyRig) client() *http.Client {
 	return &http.Client{Transport: &http.Transport{
-		Proxy:       http.ProxyURL(&url.URL{Scheme: "http", Host: "proxy"}),
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "unix", r.sock) },
+		Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: "proxy"}),
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", r.sock)
+		},
 	}}
 }
 
