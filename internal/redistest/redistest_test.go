@@ -1,0 +1,59 @@
+package redistest
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+func ping(t *testing.T, addr string) (string, error) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return "", err
+	}
+	return bufio.NewReader(c).ReadString('\n')
+}
+
+func TestStartStopRestart(t *testing.T) {
+	s := Start(t)
+	if line, err := ping(t, s.Addr()); err != nil || !strings.HasPrefix(line, "+PONG") {
+		t.Fatalf("PING = %q, %v", line, err)
+	}
+	if !strings.HasPrefix(s.URL(), "redis://127.0.0.1:") {
+		t.Fatalf("URL = %q", s.URL())
+	}
+	s.Stop()
+	if _, err := ping(t, s.Addr()); err == nil {
+		t.Fatal("server still answers after Stop")
+	}
+	s.Stop() // idempotent
+	s.Restart()
+	if line, err := ping(t, s.Addr()); err != nil || !strings.HasPrefix(line, "+PONG") {
+		t.Fatalf("PING after Restart = %q, %v", line, err)
+	}
+}
+
+func TestPassword(t *testing.T) {
+	s := Start(t, WithPassword("s3cret"), WithMaxMemory("2mb"))
+	if line, err := ping(t, s.Addr()); err != nil || !strings.HasPrefix(line, "-NOAUTH") {
+		t.Fatalf("PING without password = %q, %v", line, err)
+	}
+	if s.Password() != "s3cret" {
+		t.Fatalf("Password() = %q", s.Password())
+	}
+}
+
+func TestTwoServers(t *testing.T) {
+	a, b := Start(t), Start(t)
+	if a.Addr() == b.Addr() {
+		t.Fatalf("two servers on %s", a.Addr())
+	}
+}

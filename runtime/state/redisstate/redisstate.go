@@ -1,0 +1,276 @@
+// Package redisstate is the redis state backend: a Redis server (standalone,
+// or a primary behind a load balancer or Sentinel address) shared by quiver
+// replicas on many machines. It provides the [state.KV] every kind of state
+// is built on and an [artifacts.Store], both on one connection pool.
+//
+// Key layout. Every key starts with Options.KeyPrefix ("quiver:" by
+// default); KV keys follow "k:" and artifact keys "a:", so the two never
+// collide:
+//
+//	<prefix>k:<key>                 a KV value (string), or a rate-limit
+//	                                window (sorted set) written by Admit
+//	<prefix>a:m:<owner>:<handle>    an artifact's metadata (JSON)
+//	<prefix>a:c:<blob>:<index>      an artifact's content, in 1 MiB chunks
+//	<prefix>a:exp, a:pend, a:used   the byte quota's bookkeeping
+//
+// Multi-key scripts touch keys they compute, so Redis Cluster is not
+// supported; every replica must point at the same primary.
+//
+// Failures. Calls fail closed and quickly: a dead or unreachable server
+// yields an error matching [state.ErrUnavailable] within about two seconds
+// (dial, read and write timeouts), a server at maxmemory with the
+// noeviction policy yields [state.ErrTooLarge], and a context that ends
+// yields the context's error. The client reconnects on its own: once the
+// server is back, the same Backend works again.
+package redisstate
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/quiver-mcp/quiver/artifacts"
+	"github.com/quiver-mcp/quiver/runtime/state"
+)
+
+// DefaultKeyPrefix starts every key when Options.KeyPrefix is empty.
+const DefaultKeyPrefix = "quiver:"
+
+// Timeouts of the client. A dead server must not hang a request: every
+// call fails with ErrUnavailable after at most about these.
+const (
+	// DialTimeout bounds establishing a connection.
+	DialTimeout = time.Second
+	// ReadTimeout bounds waiting for one reply.
+	ReadTimeout = 2 * time.Second
+	// WriteTimeout bounds sending one command.
+	WriteTimeout = 2 * time.Second
+	// PoolTimeout bounds waiting for a free connection when all are busy.
+	PoolTimeout = 3 * time.Second
+)
+
+// Options configure [Open].
+type Options struct {
+	// URL is the server's address: redis://[user@]host:port[/db] or
+	// rediss:// for TLS.
+	URL string
+	// Password authenticates (already resolved from password_env by the
+	// caller); it overrides a password in the URL.
+	Password string
+	// TLS configures TLS; nil means plain TCP, or TLS with the system roots
+	// when the URL is rediss://.
+	TLS *tls.Config
+	// KeyPrefix starts every key; DefaultKeyPrefix when empty. Fleets that
+	// share one server use different prefixes.
+	KeyPrefix string
+	// Artifacts configures the artifact store: TTL, MaxBytes, Now and
+	// Logger are used, Dir, InMemory and SweepInterval are ignored.
+	Artifacts artifacts.Options
+	// Logger receives warnings; discarded when nil.
+	Logger *slog.Logger
+}
+
+// Backend is an opened redis backend. It implements [state.Backend].
+type Backend struct {
+	conn *conn
+	kv   *KV
+	art  *Store
+}
+
+var _ state.Backend = (*Backend)(nil)
+
+// conn is the client shared by a backend's KV and artifact store; the last
+// of them to close closes it.
+type conn struct {
+	rdb    *redis.Client
+	prefix string
+	log    *slog.Logger
+
+	mu   sync.Mutex
+	refs int
+}
+
+func (c *conn) release() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refs--
+	if c.refs != 0 {
+		return nil
+	}
+	if err := c.rdb.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+		return fmt.Errorf("redisstate: close: %w", err)
+	}
+	return nil
+}
+
+// Open connects to the server o.URL names and checks that it answers. Its
+// errors are one line each: a malformed URL or a rejected password wrap
+// state.ErrInvalid (fix the configuration), an unreachable or still
+// loading server wraps state.ErrUnavailable. The password never appears in
+// an error.
+func Open(ctx context.Context, o Options) (state.Backend, error) {
+	return OpenBackend(ctx, o)
+}
+
+// OpenBackend is Open returning the concrete type.
+func OpenBackend(ctx context.Context, o Options) (*Backend, error) {
+	ro, where, err := clientOptions(o)
+	if err != nil {
+		return nil, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = DefaultKeyPrefix
+	}
+	rdb := redis.NewClient(ro)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, openError(ctx, where, err)
+	}
+	c := &conn{rdb: rdb, prefix: o.KeyPrefix, log: o.Logger, refs: 2}
+	ao := o.Artifacts
+	if ao.Logger == nil {
+		ao.Logger = o.Logger
+	}
+	art, err := newStore(c, ao)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return &Backend{conn: c, kv: newKV(c), art: art}, nil
+}
+
+// clientOptions turns Options into the client's, and names the server for
+// messages (the URL without its password).
+func clientOptions(o Options) (*redis.Options, string, error) {
+	u, err := url.Parse(o.URL)
+	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+		// url.Parse's error repeats the URL, password included: say less.
+		return nil, "", fmt.Errorf("%w: redis url must look like redis://host:port/db or rediss://host:port/db", state.ErrInvalid)
+	}
+	where := u.Redacted()
+	ro, err := redis.ParseURL(o.URL)
+	if err != nil {
+		msg := strings.ReplaceAll(err.Error(), "\n", " ")
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+		return nil, "", fmt.Errorf("%w: redis url %s: %s", state.ErrInvalid, where, msg)
+	}
+	if o.Password != "" {
+		ro.Password = o.Password
+	}
+	if o.TLS != nil {
+		ro.TLSConfig = o.TLS
+	}
+	ro.DialTimeout = DialTimeout
+	ro.ReadTimeout = ReadTimeout
+	ro.WriteTimeout = WriteTimeout
+	ro.PoolTimeout = PoolTimeout
+	ro.ContextTimeoutEnabled = true
+	ro.DialerRetries = 1
+	// No silent retries: a retried Create, Swap or Admit whose first reply
+	// was lost would answer wrongly. Dead pooled connections are detected
+	// before use, so after a server restart the next call reconnects.
+	ro.MaxRetries = -1
+	ro.DisableIdentity = true
+	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	return ro, where, nil
+}
+
+// openError words a failed first PING.
+func openError(ctx context.Context, where string, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("redisstate: connect to %s: %w", where, ctx.Err())
+	case redis.HasErrorPrefix(err, "NOAUTH"):
+		return fmt.Errorf("%w: redis at %s requires a password (NOAUTH): set password_env", state.ErrInvalid, where)
+	case redis.HasErrorPrefix(err, "WRONGPASS"), redis.HasErrorPrefix(err, "invalid password"), redis.HasErrorPrefix(err, "invalid username-password pair"):
+		return fmt.Errorf("%w: redis at %s rejected the password (WRONGPASS)", state.ErrInvalid, where)
+	case redis.HasErrorPrefix(err, "ERR AUTH"), redis.HasErrorPrefix(err, "AUTH"):
+		return fmt.Errorf("%w: redis at %s does not take a password, but one was given: %s", state.ErrInvalid, where, oneLine(err))
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("%w: redis at %s refused the connection (is it running?)", state.ErrUnavailable, where)
+	}
+	return fmt.Errorf("%w: redis at %s: %s", state.ErrUnavailable, where, oneLine(err))
+}
+
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// Name implements state.Backend.
+func (b *Backend) Name() string { return "redis" }
+
+// KV implements state.Backend.
+func (b *Backend) KV() state.KV { return b.kv }
+
+// Artifacts implements state.Backend.
+func (b *Backend) Artifacts() artifacts.Store { return b.art }
+
+// Close implements state.Backend: it closes the KV and the artifact store.
+func (b *Backend) Close() error {
+	return errors.Join(b.art.Close(), b.kv.Close())
+}
+
+// mapErr turns a client error into the state package's: ctx's error when
+// ctx ended, ErrClosed for a closed client, ErrTooLarge for a server at
+// maxmemory, ErrUnavailable for a server that cannot answer (down,
+// unreachable, loading its data, restarted mid-call, pool exhausted).
+// Other server errors (a key of the wrong type) are returned wrapped as
+// they are.
+func mapErr(ctx context.Context, op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("redisstate: %s: %w", op, ctx.Err())
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		// A deadline of the client's own (dial or read timeout), not the
+		// caller's.
+		return fmt.Errorf("%w: redis %s: %s", state.ErrUnavailable, op, oneLine(err))
+	case errors.Is(err, redis.ErrClosed):
+		return fmt.Errorf("%w: redis %s", state.ErrClosed, op)
+	case redis.IsOOMError(err):
+		return fmt.Errorf("%w: store has no room (redis at maxmemory): redis %s: %s", state.ErrTooLarge, op, oneLine(err))
+	case isUnavailable(err):
+		return fmt.Errorf("%w: redis %s: %s", state.ErrUnavailable, op, oneLine(err))
+	}
+	return fmt.Errorf("redisstate: %s: %w", op, err)
+}
+
+// isUnavailable reports errors that mean the server cannot answer now.
+func isUnavailable(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		// Not a server reply: the network (EOF, reset, refused, timeout),
+		// the pool, or TLS.
+		return true
+	}
+	if redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsMasterDownError(err) ||
+		redis.IsTryAgainError(err) || redis.IsClusterDownError(err) || redis.IsMaxClientsError(err) ||
+		redis.IsAuthError(err) {
+		return true
+	}
+	for _, p := range []string{"BUSY", "NOPERM", "MISCONF"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF)
+}
