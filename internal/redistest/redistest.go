@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -205,9 +206,30 @@ func (s *Server) Stop() {
 	if s.cmd == nil {
 		return
 	}
+	_ = s.cmd.Process.Signal(syscall.SIGCONT) // a frozen server cannot die
 	_ = s.cmd.Process.Kill()
 	<-s.done
 	s.cmd, s.done = nil, nil
+}
+
+// Freeze stops the server process (SIGSTOP) without closing its
+// connections: a hung server, or one behind a network partition. Thaw
+// resumes it.
+func (s *Server) Freeze() { s.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server (SIGCONT).
+func (s *Server) Thaw() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		s.t.Fatalf("redistest: %v to a stopped server", sig)
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("redistest: %v: %v", sig, err)
+	}
 }
 
 // Restart stops the server (if running) and starts it again on the same

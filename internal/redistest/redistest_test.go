@@ -57,3 +57,16 @@ func TestTwoServers(t *testing.T) {
 		t.Fatalf("two servers on %s", a.Addr())
 	}
 }
+
+func TestFreezeThaw(t *testing.T) {
+	s := Start(t)
+	s.Freeze()
+	if line, err := ping(t, s.Addr()); err == nil {
+		t.Fatalf("a frozen server answered %q", line)
+	}
+	s.Thaw()
+	if line, err := ping(t, s.Addr()); err != nil || !strings.HasPrefix(line, "+PONG") {
+		t.Fatalf("PING after Thaw = %q, %v", line, err)
+	}
+	s.Freeze() // Stop (at cleanup) kills a frozen server too
+}

@@ -48,8 +48,9 @@ import (
 // DefaultKeyPrefix starts every key when Options.KeyPrefix is empty.
 const DefaultKeyPrefix = "quiver:"
 
-// Timeouts of the client. A dead server must not hang a request: every
-// call fails with ErrUnavailable after at most about these.
+// Timeouts of the client, unless the URL sets them (dial_timeout,
+// read_timeout, write_timeout, pool_timeout). A dead server must not hang a
+// request: every call fails with ErrUnavailable after at most about these.
 const (
 	// DialTimeout bounds establishing a connection.
 	DialTimeout = time.Second
@@ -158,9 +159,16 @@ func OpenBackend(ctx context.Context, o Options) (*Backend, error) {
 // messages (the URL without its password).
 func clientOptions(o Options) (*redis.Options, string, error) {
 	u, err := url.Parse(o.URL)
-	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+	switch {
+	case o.URL == "":
+		return nil, "", fmt.Errorf("%w: redis url is empty", state.ErrInvalid)
+	case err != nil:
 		// url.Parse's error repeats the URL, password included: say less.
-		return nil, "", fmt.Errorf("%w: redis url must look like redis://host:port/db or rediss://host:port/db", state.ErrInvalid)
+		return nil, "", fmt.Errorf("%w: redis url is malformed: it must look like redis://host:port/db or rediss://host:port/db", state.ErrInvalid)
+	case u.Scheme != "redis" && u.Scheme != "rediss":
+		return nil, "", fmt.Errorf("%w: redis url must start with redis:// or rediss://", state.ErrInvalid)
+	case u.Host == "":
+		return nil, "", fmt.Errorf("%w: redis url has no host: it must look like redis://host:port/db", state.ErrInvalid)
 	}
 	where := u.Redacted()
 	ro, err := redis.ParseURL(o.URL)
@@ -177,10 +185,15 @@ func clientOptions(o Options) (*redis.Options, string, error) {
 	if o.TLS != nil {
 		ro.TLSConfig = o.TLS
 	}
-	ro.DialTimeout = DialTimeout
-	ro.ReadTimeout = ReadTimeout
-	ro.WriteTimeout = WriteTimeout
-	ro.PoolTimeout = PoolTimeout
+	// Timeouts set in the URL (dial_timeout=3s...) win.
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&ro.DialTimeout, DialTimeout}, {&ro.ReadTimeout, ReadTimeout}, {&ro.WriteTimeout, WriteTimeout}, {&ro.PoolTimeout, PoolTimeout}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
 	ro.ContextTimeoutEnabled = true
 	ro.DialerRetries = 1
 	// No silent retries: a retried Create, Swap or Admit whose first reply
@@ -197,6 +210,8 @@ func openError(ctx context.Context, where string, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("redisstate: connect to %s: %w", where, ctx.Err())
+	case callerDeadline(ctx, err):
+		return fmt.Errorf("redisstate: connect to %s: %w", where, context.DeadlineExceeded)
 	case redis.HasErrorPrefix(err, "NOAUTH"):
 		return fmt.Errorf("%w: redis at %s requires a password (NOAUTH): set password_env", state.ErrInvalid, where)
 	case redis.HasErrorPrefix(err, "WRONGPASS"), redis.HasErrorPrefix(err, "invalid password"), redis.HasErrorPrefix(err, "invalid username-password pair"):
@@ -239,6 +254,8 @@ func mapErr(ctx context.Context, op string, err error) error {
 		return nil
 	case ctx.Err() != nil:
 		return fmt.Errorf("redisstate: %s: %w", op, ctx.Err())
+	case callerDeadline(ctx, err):
+		return fmt.Errorf("redisstate: %s: %w", op, context.DeadlineExceeded)
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		// A deadline of the client's own (dial or read timeout), not the
 		// caller's.
@@ -251,6 +268,18 @@ func mapErr(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("%w: redis %s: %s", state.ErrUnavailable, op, oneLine(err))
 	}
 	return fmt.Errorf("redisstate: %s: %w", op, err)
+}
+
+// callerDeadline reports a socket timeout that is the caller's deadline:
+// the client sets the socket's deadline to ctx's, and the read can give up
+// a moment before ctx itself reports it.
+func callerDeadline(ctx context.Context, err error) bool {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() && time.Until(dl) < 10*time.Millisecond
 }
 
 // isUnavailable reports errors that mean the server cannot answer now.

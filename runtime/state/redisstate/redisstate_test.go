@@ -279,6 +279,50 @@ func TestServerDown(t *testing.T) {
 	}
 }
 
+// TestServerHung freezes the server (a hang or a partition): calls give up
+// after the read timeout with ErrUnavailable, or at the caller's deadline
+// with the context's error, and work again once it answers.
+func TestServerHung(t *testing.T) {
+	srv := redistest.Start(t)
+	b := open(t, srv, nil)
+	ctx := testCtx(t)
+	kv := b.KV()
+	if err := kv.Set(ctx, "k", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	srv.Freeze()
+	start := time.Now()
+	_, err := kv.Get(ctx, "k")
+	if !errors.Is(err, state.ErrUnavailable) {
+		t.Fatalf("Get from a hung server = %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > ReadTimeout+time.Second {
+		t.Fatalf("Get from a hung server took %v", d)
+	}
+	t.Log(err)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if _, err := kv.Admit(short, state.AdmitRequest{Keys: []string{"w"}, Limits: []int{1}, Window: time.Second, Take: true}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Admit with a 200ms deadline = %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("Admit with a 200ms deadline took %v", d)
+	}
+	srv.Thaw()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := kv.Get(ctx, "k")
+		if err == nil && string(got) == "v" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backend did not recover after the server thawed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func errOnFalse(ok bool, err error) error {
 	if err == nil && !ok {
 		return errors.New("returned false")
