@@ -46,8 +46,8 @@ const (
 // luaCommon holds helpers shared by the artifact scripts. KEYS[1] is the
 // expiry index (a sorted set of committed artifacts by expiry, in ms),
 // KEYS[2] the reservations (a sorted set of Puts in flight by deadline),
-// KEYS[3] the usage counter (bytes of committed and reserved content).
-// ARGV[1] is the artifact key prefix. A member is
+// KEYS[3] the bytes of committed artifacts, KEYS[4] the bytes reserved by
+// Puts in flight. ARGV[1] is the artifact key prefix. A member is
 // "<owner key>:<handle>|<blob>|<size>|<chunks>" (the owner key and handle
 // are empty for a reservation).
 const luaCommon = `
@@ -56,12 +56,15 @@ local function parse(m)
   local ref, blob, size, n = string.match(m, '^(.*)|(%x+)|(%d+)|(%d+)$')
   return ref, blob, tonumber(size), tonumber(n)
 end
+local function counter(k) return tonumber(redis.call('GET', k) or '0') end
 local function drop_chunks(blob, n, grace)
   for i = 0, n - 1 do
     local k = A .. 'c:' .. blob .. ':' .. i
     if grace > 0 then redis.call('PEXPIRE', k, grace) else redis.call('DEL', k) end
   end
 end
+-- remove deletes a committed artifact (its chunks stay readable for grace
+-- ms) and returns its size, or -1 when it was not indexed.
 local function remove(m, grace)
   if redis.call('ZREM', KEYS[1], m) == 0 then return -1 end
   local ref, blob, size, n = parse(m)
@@ -71,14 +74,37 @@ local function remove(m, grace)
   redis.call('DECRBY', KEYS[3], size)
   return size
 end
+-- unreserve gives up a reservation and deletes its chunks.
 local function unreserve(m)
   local _, blob, size, n = parse(m)
   if not blob then return end
   drop_chunks(blob, n, 0)
   if redis.call('ZSCORE', KEYS[2], m) then
-    redis.call('DECRBY', KEYS[3], size)
+    redis.call('DECRBY', KEYS[4], size)
     redis.call('ZREM', KEYS[2], m)
   end
+end
+-- reclaim removes expired artifacts and abandoned reservations.
+local function reclaim(now, grace, batch)
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, batch)) do remove(m, grace) end
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, batch)) do unreserve(m) end
+end
+-- make_room evicts the artifacts that expire soonest until need more bytes
+-- fit under quota. It returns true and the number evicted, or false and
+-- the bytes in use when they cannot fit (evicting nothing when reservations
+-- alone leave too little room).
+local function make_room(need, quota, grace)
+  local used, reserved = counter(KEYS[3]), counter(KEYS[4])
+  if reserved + need > quota then return false, used + reserved end
+  local evicted = 0
+  while used + reserved + need > quota do
+    local first = redis.call('ZRANGE', KEYS[1], 0, 0)
+    if #first == 0 then return false, used + reserved end
+    local freed = remove(first[1], grace)
+    if freed > 0 then used = used - freed end
+    evicted = evicted + 1
+  end
+  return true, evicted
 end
 `
 
@@ -91,30 +117,19 @@ const (
 	shebangAllowOOM = "#!lua flags=allow-oom\n"
 )
 
-// reserveScript reclaims expired artifacts and abandoned reservations
-// (ARGV[2] is now in ms), then, unless ARGV[5] is empty, makes room for
-// ARGV[3] bytes under the quota ARGV[4] by evicting the artifacts that
-// expire soonest and reserves them as member ARGV[5] until ARGV[6].
-// ARGV[7] is the grace in ms, ARGV[8] the reclaim batch. It returns {1,
-// evicted} or {0, bytes in use} when the bytes cannot fit.
+// reserveScript reclaims (ARGV[2] is now in ms, ARGV[7] the grace in ms,
+// ARGV[8] the reclaim batch), then, unless ARGV[5] is empty, makes room for
+// ARGV[3] bytes under the quota ARGV[4] and reserves them as member ARGV[5]
+// until ARGV[6]. It returns {1, evicted} or {0, bytes in use}.
 var reserveScript = redis.NewScript(shebang + luaCommon + `
-local now, need, quota = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local g, batch = tonumber(ARGV[7]), tonumber(ARGV[8])
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, batch)) do remove(m, g) end
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, batch)) do unreserve(m) end
+local need, quota, g = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[7])
+reclaim(tonumber(ARGV[2]), g, tonumber(ARGV[8]))
 if ARGV[5] == '' then return {1, 0} end
-local used = tonumber(redis.call('GET', KEYS[3]) or '0')
-local evicted = 0
-while used + need > quota do
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0)
-  if #first == 0 then return {0, used} end
-  local freed = remove(first[1], g)
-  if freed > 0 then used = used - freed end
-  evicted = evicted + 1
-end
-redis.call('INCRBY', KEYS[3], need)
+local ok, x = make_room(need, quota, g)
+if not ok then return {0, x} end
+redis.call('INCRBY', KEYS[4], need)
 redis.call('ZADD', KEYS[2], ARGV[6], ARGV[5])
-return {1, evicted}
+return {1, x}
 `)
 
 // commitScript turns reservation ARGV[2] into the artifact ARGV[3]: it
@@ -133,8 +148,28 @@ for i = 0, n - 1 do
 end
 redis.call('SET', A .. 'm:' .. ARGV[4], ARGV[5], 'PX', ARGV[6])
 redis.call('ZADD', KEYS[1], ARGV[8], ARGV[3])
+redis.call('INCRBY', KEYS[3], size)
+redis.call('DECRBY', KEYS[4], size)
 redis.call('ZREM', KEYS[2], ARGV[2])
 return 1
+`)
+
+// putScript stores an artifact of at most one chunk in one step: reclaim
+// and make room as reserveScript does (ARGV[2] now, ARGV[3] size, ARGV[4]
+// quota, ARGV[5] grace, ARGV[6] batch), then write the chunk ARGV[13] (if
+// any) under blob ARGV[12] for ARGV[10] ms, the metadata ARGV[8] under "m:"
+// ARGV[7] for ARGV[9] ms, and index member ARGV[14] at expiry ARGV[11]. It
+// returns {1, evicted} or {0, bytes in use}.
+var putScript = redis.NewScript(shebang + luaCommon + `
+local need, g = tonumber(ARGV[3]), tonumber(ARGV[5])
+reclaim(tonumber(ARGV[2]), g, tonumber(ARGV[6]))
+local ok, x = make_room(need, tonumber(ARGV[4]), g)
+if not ok then return {0, x} end
+if need > 0 then redis.call('SET', A .. 'c:' .. ARGV[12] .. ':0', ARGV[13], 'PX', ARGV[10]) end
+redis.call('SET', A .. 'm:' .. ARGV[7], ARGV[8], 'PX', ARGV[9])
+redis.call('ZADD', KEYS[1], ARGV[11], ARGV[14])
+redis.call('INCRBY', KEYS[3], need)
+return {1, x}
 `)
 
 // releaseScript gives up reservation ARGV[2]: its chunks go and its bytes
@@ -149,6 +184,25 @@ return 1
 var deleteScript = redis.NewScript(shebangAllowOOM + luaCommon + `
 if remove(ARGV[2], tonumber(ARGV[3])) < 0 then return 0 end
 return 1
+`)
+
+// readScript returns the bytes ReadAt needs from the chunks KEYS: from
+// offset ARGV[1] of the first chunk to offset ARGV[2] (inclusive) of the
+// last, each chunk only when its length is ARGV[2 + i] (nil otherwise: a
+// missing or damaged chunk). It only reads, so it runs even at maxmemory.
+var readScript = redis.NewScript(`#!lua flags=no-writes
+local out = {}
+for i, k in ipairs(KEYS) do
+  if redis.call('STRLEN', k) ~= tonumber(ARGV[2 + i]) then
+    out[i] = false
+  else
+    local from, to = 0, -1
+    if i == 1 then from = tonumber(ARGV[1]) end
+    if i == #KEYS then to = tonumber(ARGV[2]) end
+    out[i] = redis.call('GETRANGE', k, from, to)
+  end
+end
+return out
 `)
 
 // Store is the redis [artifacts.Store]. It keeps the Badger store's
@@ -208,7 +262,7 @@ func newStore(c *conn, o artifacts.Options) (*Store, error) {
 	}
 	p := c.prefix + "a:"
 	return &Store{
-		c: c, prefix: p, keys: []string{p + "exp", p + "pend", p + "used"},
+		c: c, prefix: p, keys: []string{p + "exp", p + "pend", p + "used", p + "reserved"},
 		ttl: o.TTL, maxBytes: o.MaxBytes, now: o.Now, log: o.Logger,
 	}, nil
 }
@@ -304,12 +358,30 @@ func (s *Store) Put(ctx context.Context, owner string, in artifacts.PutInput) (a
 	if rec.Size > s.maxBytes {
 		return artifacts.Meta{}, fmt.Errorf("%w: %d bytes exceeds the store quota of %d", artifacts.ErrTooLarge, rec.Size, s.maxBytes)
 	}
-	if err := s.enter(ctx); err != nil {
-		return artifacts.Meta{}, err
-	}
 	var id [16]byte
 	_, _ = rand.Read(id[:])
 	rec.Blob = hex.EncodeToString(id[:])
+	if rec.Size <= chunkSize {
+		data := in.Data
+		if in.Body != nil {
+			// Read before anything is reserved, so a slow reader holds no
+			// quota.
+			data = make([]byte, rec.Size)
+			if _, err := io.ReadFull(in.Body, data); err != nil {
+				return artifacts.Meta{}, fmt.Errorf("%w: body shorter than its declared size: %v", artifacts.ErrInvalid, err)
+			}
+			if err := expectEOF(in.Body); err != nil {
+				return artifacts.Meta{}, err
+			}
+		}
+		if err := s.enter(ctx); err != nil {
+			return artifacts.Meta{}, err
+		}
+		return s.putSmall(ctx, &rec, data)
+	}
+	if err := s.enter(ctx); err != nil {
+		return artifacts.Meta{}, err
+	}
 	pend := member("", rec.Blob, rec.Size, rec.chunks())
 
 	now := s.now()
@@ -330,6 +402,42 @@ func (s *Store) Put(ctx context.Context, owner string, in artifacts.PutInput) (a
 		return artifacts.Meta{}, errors.Join(err, s.release(ctx, pend))
 	}
 	return meta, nil
+}
+
+// putSmall stores content of at most one chunk with one script.
+func (s *Store) putSmall(ctx context.Context, rec *record, data []byte) (artifacts.Meta, error) {
+	sum := sha256.Sum256(data)
+	rec.Hash = hex.EncodeToString(sum[:])
+	now := s.now()
+	handle, r, val, err := s.seal(rec, now)
+	if err != nil {
+		return artifacts.Meta{}, err
+	}
+	res, err := putScript.Run(ctx, s.c.rdb, s.keys, s.prefix, ms(now), rec.Size, s.maxBytes, grace.Milliseconds(), reclaimBatch,
+		r, val, s.ttl.Milliseconds(), (s.ttl + grace).Milliseconds(), ms(now.Add(s.ttl)), rec.Blob, data,
+		member(r, rec.Blob, rec.Size, rec.chunks())).Int64Slice()
+	if err != nil {
+		return artifacts.Meta{}, s.storeErr(ctx, "put", err)
+	}
+	if res[0] == 0 {
+		return artifacts.Meta{}, fmt.Errorf("%w: %d bytes do not fit: %d bytes used or reserved of %d", artifacts.ErrTooLarge, rec.Size, res[1], s.maxBytes)
+	}
+	if res[1] > 0 {
+		s.log.Debug("artifacts: evicted for quota", "artifacts", res[1], "need", rec.Size)
+	}
+	return rec.meta(handle), nil
+}
+
+// seal stamps rec with its times and returns a fresh handle, its
+// owner-scoped ref and the encoded record.
+func (s *Store) seal(rec *record, now time.Time) (handle, r string, val []byte, err error) {
+	rec.Created, rec.Expires = now.UnixNano(), now.Add(s.ttl).UnixNano()
+	val, err = json.Marshal(rec)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("artifacts: encode meta: %w", err)
+	}
+	handle = artifacts.NewHandle()
+	return handle, ref(rec.Owner, handle), val, nil
 }
 
 // release gives up a reservation; it runs even after ctx ended.
@@ -376,14 +484,11 @@ func (s *Store) write(ctx context.Context, rec *record, pend string, in artifact
 		}
 	}
 	rec.Hash = hex.EncodeToString(h.Sum(nil))
-	handle := artifacts.NewHandle()
 	now := s.now()
-	rec.Created, rec.Expires = now.UnixNano(), now.Add(s.ttl).UnixNano()
-	val, err := json.Marshal(rec)
+	handle, r, val, err := s.seal(rec, now)
 	if err != nil {
-		return artifacts.Meta{}, fmt.Errorf("artifacts: encode meta: %w", err)
+		return artifacts.Meta{}, err
 	}
-	r := ref(rec.Owner, handle)
 	ok, err := commitScript.Run(ctx, s.c.rdb, s.keys, s.prefix, pend, member(r, rec.Blob, rec.Size, rec.chunks()),
 		r, val, s.ttl.Milliseconds(), (s.ttl + grace).Milliseconds(), ms(now.Add(s.ttl))).Int()
 	if err != nil {
@@ -457,8 +562,9 @@ func (s *Store) Stat(ctx context.Context, owner, handle string) (artifacts.Meta,
 	return rec.meta(handle), nil
 }
 
-// ReadAt implements artifacts.Store: one lookup for the metadata, one
-// MGET for the chunks the range overlaps.
+// ReadAt implements artifacts.Store: one lookup for the metadata, then one
+// read-only script that checks the length of every chunk the range
+// overlaps and returns only the bytes asked for.
 func (s *Store) ReadAt(ctx context.Context, owner, handle string, off, n int64) ([]byte, error) {
 	if err := validateRef(owner, handle); err != nil {
 		return nil, err
@@ -488,21 +594,29 @@ func (s *Store) ReadAt(ctx context.Context, owner, handle string, off, n int64) 
 	}
 	first, last := off/rec.ChunkSize, (end-1)/rec.ChunkSize
 	keys := make([]string, 0, last-first+1)
+	args := make([]any, 0, 2+last-first+1)
+	args = append(args, off-first*rec.ChunkSize, end-1-last*rec.ChunkSize)
 	for i := first; i <= last; i++ {
 		keys = append(keys, s.chunkKey(rec.Blob, i))
+		args = append(args, min(rec.ChunkSize, rec.Size-i*rec.ChunkSize))
 	}
-	vals, err := s.c.rdb.MGet(ctx, keys...).Result()
+	vals, err := readScript.Run(ctx, s.c.rdb, keys, args...).Slice()
 	if err != nil {
 		return nil, s.storeErr(ctx, "read", err)
 	}
 	for j, v := range vals {
-		idx := first + int64(j)
-		c, err := s.checkChunk(ctx, owner, handle, rec, idx, v)
-		if err != nil {
-			return nil, err
+		p, ok := v.(string)
+		if !ok {
+			// Removed meanwhile (ErrNotFound), or lost or damaged.
+			if _, err := s.get(ctx, "read", owner, handle); err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: chunk %d is missing or has the wrong size", artifacts.ErrCorrupt, first+int64(j))
 		}
-		base := idx * rec.ChunkSize
-		out = append(out, c[max(off-base, 0):min(end-base, int64(len(c)))]...)
+		out = append(out, p...)
+	}
+	if int64(len(out)) != end-off {
+		return nil, fmt.Errorf("%w: read %d bytes, want %d", artifacts.ErrCorrupt, len(out), end-off)
 	}
 	return out, nil
 }
@@ -592,14 +706,21 @@ func (s *Store) Usage(ctx context.Context) (int64, error) {
 	if err := s.enter(ctx); err != nil {
 		return 0, err
 	}
-	n, err := s.c.rdb.Get(ctx, s.keys[2]).Int64()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
+	vals, err := s.c.rdb.MGet(ctx, s.keys[2], s.keys[3]).Result()
 	if err != nil {
 		return 0, s.storeErr(ctx, "usage", err)
 	}
-	return n, nil
+	var total int64
+	for _, v := range vals {
+		if str, ok := v.(string); ok {
+			n, err := strconv.ParseInt(str, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%w: usage counter %q", artifacts.ErrCorrupt, str)
+			}
+			total += n
+		}
+	}
+	return total, nil
 }
 
 // Close implements artifacts.Store. Later calls, and reads of streams still

@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -142,6 +143,10 @@ func OpenBackend(ctx context.Context, o Options) (*Backend, error) {
 		_ = rdb.Close()
 		return nil, openError(ctx, where, err)
 	}
+	if err := checkServer(ctx, rdb, where, o.Logger); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
 	c := &conn{rdb: rdb, prefix: o.KeyPrefix, log: o.Logger, refs: 2}
 	ao := o.Artifacts
 	if ao.Logger == nil {
@@ -203,6 +208,37 @@ func clientOptions(o Options) (*redis.Options, string, error) {
 	ro.DisableIdentity = true
 	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	return ro, where, nil
+}
+
+// checkServer refuses a server older than Redis 7 (the scripts use its
+// flags) and warns when the server does not persist writes to an
+// append-only file: a restart then loses what was written since the last
+// snapshot, or everything.
+func checkServer(ctx context.Context, rdb *redis.Client, where string, log *slog.Logger) error {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return openError(ctx, where, err)
+	}
+	version := infoField(info, "redis_version")
+	major, _, _ := strings.Cut(version, ".")
+	if n, err := strconv.Atoi(major); err != nil || n < 7 {
+		return fmt.Errorf("%w: redis at %s is version %q; 7.0 or later is required", state.ErrInvalid, where, version)
+	}
+	if p, err := rdb.Info(ctx, "persistence").Result(); err == nil && infoField(p, "aof_enabled") == "0" {
+		log.Warn("redis state: the server has no append-only file; a restart loses what was written since its last snapshot",
+			"redis", where)
+	}
+	return nil
+}
+
+// infoField returns a field of an INFO reply.
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // openError words a failed first PING.

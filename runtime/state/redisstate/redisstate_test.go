@@ -266,7 +266,7 @@ func TestServerDown(t *testing.T) {
 	}
 	for name, call := range map[string]func() error{
 		"set":    func() error { return kv.Set(ctx, "k", []byte("v2"), 0) },
-		"swap":   func() error { return errOnFalse(kv.Swap(ctx, "k", []byte("v2"), []byte("v3"), 0)) },
+		"swap":   func() error { return errOnFalse(kv.Swap(ctx, "s", nil, []byte("v3"), 0)) },
 		"create": func() error { return errOnFalse(kv.Create(ctx, "c", []byte("v"), 0)) },
 		"admit": func() error {
 			return second(kv.Admit(ctx, state.AdmitRequest{Keys: []string{"w"}, Limits: []int{1}, Window: time.Second, Take: true}))
