@@ -3,6 +3,8 @@ package redistest
 import (
 	"bufio"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -69,4 +71,32 @@ func TestFreezeThaw(t *testing.T) {
 		t.Fatalf("PING after Thaw = %q, %v", line, err)
 	}
 	s.Freeze() // Stop (at cleanup) kills a frozen server too
+}
+
+// TestHelperNoRedis is run by TestMissingServer in a child process whose
+// PATH has no redis-server.
+func TestHelperNoRedis(t *testing.T) {
+	if os.Getenv("REDISTEST_CHILD") != "1" {
+		t.Skip("helper for TestMissingServer")
+	}
+	Start(t)
+	t.Log("started")
+}
+
+func TestMissingServer(t *testing.T) {
+	for _, tc := range []struct {
+		require string
+		want    string
+		fails   bool
+	}{
+		{"", "--- SKIP: TestHelperNoRedis", false},
+		{"1", "--- FAIL: TestHelperNoRedis", true},
+	} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperNoRedis$", "-test.v")
+		cmd.Env = append(os.Environ(), "PATH="+t.TempDir(), "REDISTEST_CHILD=1", RequireEnv+"="+tc.require)
+		out, err := cmd.CombinedOutput()
+		if (err != nil) != tc.fails || !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "redis-server is not on PATH") {
+			t.Errorf("%s=%q: err %v, output:\n%s", RequireEnv, tc.require, err, out)
+		}
+	}
 }

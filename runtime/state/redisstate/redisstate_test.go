@@ -1,12 +1,14 @@
 package redisstate
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"reflect"
@@ -14,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,6 +27,11 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/state"
 	"github.com/quiver-mcp/quiver/runtime/state/statetest"
 )
+
+// failFast bounds a call to a dead or hung server: not a performance
+// figure but the client's timeouts (dial, then read) with ample slack, so
+// that a missing timeout (a call that hangs) is caught.
+const failFast = DialTimeout + ReadTimeout + 3*time.Second
 
 func testCtx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -117,7 +125,7 @@ func TestOpenErrors(t *testing.T) {
 		if !errors.Is(err, state.ErrUnavailable) || !strings.Contains(err.Error(), "refused") {
 			t.Fatalf("Open(unreachable) = %v, want ErrUnavailable saying refused", err)
 		}
-		if d := time.Since(start); d > 3*time.Second {
+		if d := time.Since(start); d > failFast {
 			t.Fatalf("Open(unreachable) took %v", d)
 		}
 		t.Log(err)
@@ -246,7 +254,7 @@ func TestServerDown(t *testing.T) {
 		if !errors.Is(err, state.ErrUnavailable) {
 			t.Errorf("%s with the server down = %v, want ErrUnavailable", name, err)
 		}
-		if d := time.Since(start); d > 3*time.Second {
+		if d := time.Since(start); d > failFast {
 			t.Errorf("%s with the server down took %v", name, d)
 		}
 	}
@@ -296,7 +304,7 @@ func TestServerHung(t *testing.T) {
 	if !errors.Is(err, state.ErrUnavailable) {
 		t.Fatalf("Get from a hung server = %v, want ErrUnavailable", err)
 	}
-	if d := time.Since(start); d > ReadTimeout+time.Second {
+	if d := time.Since(start); d > failFast {
 		t.Fatalf("Get from a hung server took %v", d)
 	}
 	t.Log(err)
@@ -306,7 +314,7 @@ func TestServerHung(t *testing.T) {
 	if _, err := kv.Admit(short, state.AdmitRequest{Keys: []string{"w"}, Limits: []int{1}, Window: time.Second, Take: true}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Admit with a 200ms deadline = %v, want context.DeadlineExceeded", err)
 	}
-	if d := time.Since(start); d > time.Second {
+	if d := time.Since(start); d > failFast-ReadTimeout {
 		t.Fatalf("Admit with a 200ms deadline took %v", d)
 	}
 	srv.Thaw()
@@ -733,4 +741,54 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
 	os.Exit(m.Run())
+}
+
+// TestFailedPutsLeaveNothing checks that Puts failing after their
+// reservation (a short or failing body, a context cancelled mid-write) give
+// the reservation back and leave no chunk behind.
+func TestFailedPutsLeaveNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv, func(o *Options) { o.Artifacts = artifacts.Options{MaxBytes: 8 << 20} }).art
+	ctx := testCtx(t)
+	keep, err := s.Put(ctx, "alice", artifacts.PutInput{Data: []byte("keep")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := artifactstest.Content(3, 5<<20)
+	if _, err := s.Put(ctx, "alice", artifacts.PutInput{Body: bytes.NewReader(big[:4<<20]), Size: 5 << 20}); !errors.Is(err, artifacts.ErrInvalid) {
+		t.Fatalf("short body: %v", err)
+	}
+	if _, err := s.Put(ctx, "alice", artifacts.PutInput{Body: io.MultiReader(bytes.NewReader(big[:2<<20]), iotest.ErrReader(io.ErrUnexpectedEOF)), Size: 5 << 20}); !errors.Is(err, artifacts.ErrInvalid) {
+		t.Fatalf("failing body: %v", err)
+	}
+	c, cancel := context.WithCancel(ctx)
+	body := &cancelAfter{r: bytes.NewReader(big), n: 3 << 20, cancel: cancel}
+	if _, err := s.Put(c, "alice", artifacts.PutInput{Body: body, Size: 5 << 20}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled mid-write: %v", err)
+	}
+	checkInvariants(t, s, 8<<20)
+	if n, _ := s.c.rdb.Keys(ctx, globEscape(s.prefix)+"c:*").Result(); len(n) != 1 {
+		t.Fatalf("%d chunk keys, want the one of the kept artifact", len(n))
+	}
+	if used, _ := s.Usage(ctx); used != 4 {
+		t.Fatalf("usage %d, want 4", used)
+	}
+	if _, err := s.Stat(ctx, "alice", keep.Handle); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cancelAfter cancels a context once n bytes have been read.
+type cancelAfter struct {
+	r      io.Reader
+	n      int
+	cancel func()
+}
+
+func (c *cancelAfter) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	if c.n -= k; c.n <= 0 {
+		c.cancel()
+	}
+	return k, err
 }
