@@ -11,10 +11,17 @@
 //	                                window (sorted set) written by Admit
 //	<prefix>a:m:<owner>:<handle>    an artifact's metadata (JSON)
 //	<prefix>a:c:<blob>:<index>      an artifact's content, in 1 MiB chunks
-//	<prefix>a:exp, a:pend, a:used   the byte quota's bookkeeping
+//	<prefix>a:exp, a:pend           artifacts by expiry, Puts in flight by
+//	                                deadline (sorted sets)
+//	<prefix>a:used, a:reserved      bytes of committed artifacts and of Puts
+//	                                in flight (the quota's counters)
 //
-// Multi-key scripts touch keys they compute, so Redis Cluster is not
-// supported; every replica must point at the same primary.
+// Server. Redis 7 or later (the scripts use its flags), with the
+// noeviction policy (an evicting policy would drop state behind the
+// quota's back). Multi-key scripts touch keys they compute, so Redis
+// Cluster is not supported; every replica must point at the same primary.
+// What survives a server restart is what its persistence keeps: Open warns
+// when there is no append-only file.
 //
 // Failures. Calls fail closed and quickly: a dead or unreachable server
 // yields an error matching [state.ErrUnavailable] within about two seconds
@@ -211,11 +218,11 @@ func clientOptions(o Options) (*redis.Options, string, error) {
 }
 
 // checkServer refuses a server older than Redis 7 (the scripts use its
-// flags) and warns when the server does not persist writes to an
-// append-only file: a restart then loses what was written since the last
-// snapshot, or everything.
+// flags) and warns when the server may lose state: without an append-only
+// file a restart loses what was written since the last snapshot, and an
+// evicting maxmemory policy drops keys behind the quota's back.
 func checkServer(ctx context.Context, rdb *redis.Client, where string, log *slog.Logger) error {
-	info, err := rdb.Info(ctx, "server").Result()
+	info, err := rdb.Info(ctx, "server", "persistence", "memory").Result()
 	if err != nil {
 		return openError(ctx, where, err)
 	}
@@ -224,9 +231,13 @@ func checkServer(ctx context.Context, rdb *redis.Client, where string, log *slog
 	if n, err := strconv.Atoi(major); err != nil || n < 7 {
 		return fmt.Errorf("%w: redis at %s is version %q; 7.0 or later is required", state.ErrInvalid, where, version)
 	}
-	if p, err := rdb.Info(ctx, "persistence").Result(); err == nil && infoField(p, "aof_enabled") == "0" {
+	if infoField(info, "aof_enabled") == "0" {
 		log.Warn("redis state: the server has no append-only file; a restart loses what was written since its last snapshot",
 			"redis", where)
+	}
+	if p := infoField(info, "maxmemory_policy"); p != "" && p != "noeviction" {
+		log.Warn("redis state: the server's maxmemory policy is not noeviction; at maxmemory it drops state instead of refusing writes",
+			"redis", where, "maxmemory_policy", p)
 	}
 	return nil
 }

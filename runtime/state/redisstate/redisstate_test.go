@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"reflect"
@@ -791,4 +792,35 @@ func (c *cancelAfter) Read(p []byte) (int, error) {
 		c.cancel()
 	}
 	return k, err
+}
+
+// TestOpenWarnings checks Open's warnings about a server that may lose
+// state.
+func TestOpenWarnings(t *testing.T) {
+	srv := redistest.Start(t)
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
+	b := open(t, srv, func(o *Options) { o.Logger = log })
+	if err := b.conn.rdb.ConfigSet(testCtx(t), "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	open(t, srv, func(o *Options) { o.Logger = log })
+	mu.Lock()
+	defer mu.Unlock()
+	out := buf.String()
+	if !strings.Contains(out, "no append-only file") || !strings.Contains(out, "maxmemory_policy=allkeys-lru") {
+		t.Fatalf("warnings:\n%s", out)
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
