@@ -14,6 +14,7 @@ import (
 
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/choicecard"
+	"github.com/quiver-mcp/quiver/toolid"
 )
 
 // DefaultMaxChildren is the default fan-out cap of a ChoiceGraph node.
@@ -130,7 +131,10 @@ func NewGraph(items []*catalog.Item, opts GraphOptions) (*Graph, error) {
 	slices.Sort(nss)
 
 	g := &Graph{root: &gnode{path: "/"}, byPath: map[string]*gnode{}, byItem: make(map[string]string, len(items))}
-	b := &graphBuilder{g: g, max: max, cards: opts.Cards}
+	b := &graphBuilder{g: g, max: max, cards: opts.Cards, noun: string(toolid.KindTool)}
+	if len(items) > 0 && items[0].Kind != "" {
+		b.noun = string(items[0].Kind)
+	}
 	g.byPath["/"] = g.root
 	for _, ns := range nss {
 		ms := byNS[ns]
@@ -185,6 +189,9 @@ type graphBuilder struct {
 	max   int
 	cards *choicecard.Builder
 	stats GraphStats
+	// noun is what the items are called in internal cards ("tool",
+	// "resource", "prompt").
+	noun string
 }
 
 // fill builds the children of n (in namespace ns, at depth depth) from its
@@ -260,15 +267,13 @@ func (b *graphBuilder) cardFor(n *gnode, ns, name string) error {
 		}
 	}
 	var d strings.Builder
-	d.WriteString(strconv.Itoa(n.tools))
-	if n.tools == 1 {
-		d.WriteString(" tool")
-	} else {
-		d.WriteString(" tools")
+	d.WriteString(strconv.Itoa(n.tools) + " " + b.noun)
+	if n.tools != 1 {
+		d.WriteString("s")
 	}
 	switch {
 	case len(groups) > 0 && len(tools) > 0:
-		d.WriteString("; groups: " + strings.Join(groups, ", ") + "; tools: " + strings.Join(tools, ", "))
+		d.WriteString("; groups: " + strings.Join(groups, ", ") + "; " + b.noun + "s: " + strings.Join(tools, ", "))
 	case len(groups) > 0:
 		d.WriteString("; groups: " + strings.Join(groups, ", "))
 	default:

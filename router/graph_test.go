@@ -568,3 +568,31 @@ func FuzzBrowse(f *testing.F) {
 		}
 	})
 }
+
+// TestGraphNounsByKind: an internal card counts prompts as prompts and
+// resources as resources.
+func TestGraphNounsByKind(t *testing.T) {
+	b := testCardBuilder(t)
+	src := catalog.Source{}
+	for _, n := range []string{"a", "b"} {
+		src.Prompts = append(src.Prompts, catalog.PromptDef{Server: "docs", Name: "greet_" + n, Description: "Greet " + n})
+		src.Resources = append(src.Resources, catalog.ResourceDef{Server: "docs", URI: "file:///" + n + ".txt", Name: n})
+	}
+	snap, _, err := catalog.Ingest(src, catalog.Options{Cards: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kind, want := range map[toolid.Kind]string{toolid.KindPrompt: "2 prompts", toolid.KindResource: "2 resources"} {
+		g, err := NewGraph(snap.Items(kind), GraphOptions{Cards: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := g.Browse("/", 0, "")
+		if err != nil || len(p.Cards) != 1 {
+			t.Fatalf("%s: %+v, %v", kind, p, err)
+		}
+		if d := p.Cards[0].Description; !strings.HasPrefix(d, want+":") || strings.Contains(d, "tool") {
+			t.Fatalf("%s card: %q, want %q", kind, d, want)
+		}
+	}
+}

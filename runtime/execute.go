@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -612,16 +613,18 @@ func (r *Runtime) handleView(ctx context.Context, req *mcp.CallToolRequest) (*mc
 			return nil, newError(CodeViewFailed, "%s", err.Error()).withPath("selector").withCause(err)
 		}
 		if r.fw == nil {
-			return nil, newError(CodeViewFailed, "no artifact with handle %q", a.Handle).withPath("handle")
+			return nil, newError(CodeViewFailed, "no artifact with handle %q: this gateway keeps no artifacts", a.Handle).withPath("handle")
 		}
-		v, err := r.fw.View(ctx, r.ownerOf(ctx, req.Session), a.Handle, sel)
+		owner := r.ownerOf(ctx, req.Session)
+		v, err := r.fw.View(ctx, owner, a.Handle, sel)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, newError(CodeViewFailed, "the view was cancelled").withCause(err)
 			}
-			// A foreign handle and a missing one read the same.
+			// A foreign handle and a missing one read the same: the
+			// message lists the causes without saying which it is.
 			if errors.Is(err, artifacts.ErrNotFound) {
-				return nil, newError(CodeViewFailed, "no artifact with handle %q", a.Handle).withPath("handle").withCause(err)
+				return nil, newError(CodeViewFailed, "no artifact with handle %q for this caller (%s)", a.Handle, notFoundWhy(owner)).withPath("handle").withCause(err)
 			}
 			return nil, newError(CodeViewFailed, "%s", err.Error()).withPath("selector").withCause(err)
 		}
@@ -632,4 +635,15 @@ func (r *Runtime) handleView(ctx context.Context, req *mcp.CallToolRequest) (*mc
 		text += ")"
 		return structured(v, text), nil
 	})
+}
+
+// notFoundWhy lists why a handle can be unknown to its caller. An
+// anonymous HTTP caller is told that a new session is a new principal,
+// which is the usual surprise after a reconnect.
+func notFoundWhy(owner string) string {
+	const why = "unknown, expired, evicted, or another principal's"
+	if strings.HasPrefix(owner, "session:") || strings.HasPrefix(owner, "anonymous:") {
+		return why + "; unauthenticated, each session is its own principal: a reconnect is a new one"
+	}
+	return why
 }

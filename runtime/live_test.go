@@ -290,8 +290,21 @@ func TestFirewallAndView(t *testing.T) {
 	// same answer as a handle that never existed.
 	other := wantError(t, cs2(t, rt), ToolView, map[string]any{"handle": handle, "selector": map[string]any{"type": "head"}}, CodeViewFailed)
 	missing := wantError(t, cs, ToolView, map[string]any{"handle": "art_aaaaaaaaaaaaaaaaaaaaaaaaaa", "selector": map[string]any{"type": "head"}}, CodeViewFailed)
-	if strings.Replace(other["message"].(string), handle, "H", 1) != strings.Replace(missing["message"].(string), "art_aaaaaaaaaaaaaaaaaaaaaaaaaa", "H", 1) {
-		t.Fatalf("foreign and missing handles differ: %v vs %v", other, missing)
+	// The answer is the same for a foreign handle and a missing one; the
+	// message lists the causes, and to an anonymous session it adds the
+	// session rule, without saying which cause applies.
+	missing2 := wantError(t, cs2(t, rt), ToolView, map[string]any{"handle": "art_aaaaaaaaaaaaaaaaaaaaaaaaaa", "selector": map[string]any{"type": "head"}}, CodeViewFailed)
+	if strings.Replace(other["message"].(string), handle, "H", 1) != strings.Replace(missing2["message"].(string), "art_aaaaaaaaaaaaaaaaaaaaaaaaaa", "H", 1) {
+		t.Fatalf("foreign and missing handles differ: %v vs %v", other, missing2)
+	}
+	for _, m := range []map[string]any{other, missing} {
+		msg := m["message"].(string)
+		if !strings.Contains(msg, "another principal's") || !strings.Contains(msg, "expired") || strings.Contains(msg, "…") {
+			t.Fatalf("message %q does not list the causes in full", msg)
+		}
+	}
+	if !strings.Contains(other["message"].(string), "each session is its own principal") || strings.Contains(missing["message"].(string), "session") {
+		t.Fatalf("the session rule is for anonymous sessions only: %q / %q", other["message"], missing["message"])
 	}
 
 	// JSON: the summary shows the shape and json_pointer reaches a leaf.

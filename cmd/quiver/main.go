@@ -59,7 +59,9 @@ func newRootCmd() *cobra.Command {
 		Short:         "A progressive-disclosure gateway for MCP tool fleets",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildVersion(),
 	}
+	root.SetVersionTemplate("quiver {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	root.AddCommand(newCatalogCmd())
 	root.AddCommand(newBenchCmd())
@@ -67,6 +69,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newReceiptsCmd())
 	root.AddCommand(newAdminCmd())
+	root.AddCommand(newVersionCmd())
 	return root
 }
 

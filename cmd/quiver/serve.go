@@ -15,9 +15,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is stamped at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func newServeCmd() *cobra.Command {
 	var (
 		cfgFile, catalogFile, httpAddr   string
@@ -92,7 +89,7 @@ func serve(parent context.Context, cfg *config.Config, logOut interface{ Write([
 	}
 	log := slog.New(handler)
 
-	rt, err := runtime.New(cfg, runtime.Deps{Logger: log, Version: version})
+	rt, err := runtime.New(cfg, runtime.Deps{Logger: log, Version: buildVersion()})
 	if err != nil {
 		return usageError(err)
 	}
