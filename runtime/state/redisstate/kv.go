@@ -70,7 +70,7 @@ for i, k in ipairs(KEYS) do
   end
 end
 if ARGV[2] == '1' then
-  local m = tostring(now) .. '-' .. ARGV[3]
+  local m = t[1] .. '.' .. t[2] .. '-' .. ARGV[3]
   for _, k in ipairs(KEYS) do
     redis.call('ZADD', k, now, m)
     redis.call('PEXPIRE', k, ARGV[4])

@@ -223,6 +223,13 @@ func clientOptions(o Options) (*redis.Options, string, error) {
 // evicting maxmemory policy drops keys behind the quota's back.
 func checkServer(ctx context.Context, rdb *redis.Client, where string, log *slog.Logger) error {
 	info, err := rdb.Info(ctx, "server", "persistence", "memory").Result()
+	var rerr redis.Error
+	if err != nil && errors.As(err, &rerr) && !redis.IsAuthError(err) && !redis.IsLoadingError(err) {
+		// A server that refuses INFO (a restricted ACL user, a proxy) is
+		// used unchecked.
+		log.Warn("redis state: cannot check the server's version and persistence", "redis", where, "err", oneLine(err))
+		return nil
+	}
 	if err != nil {
 		return openError(ctx, where, err)
 	}

@@ -824,3 +824,29 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestOpenRestrictedUser opens the backend as an ACL user that may run the
+// commands it needs but not INFO.
+func TestOpenRestrictedUser(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := testCtx(t)
+	admin := open(t, srv, nil)
+	if err := admin.conn.rdb.Do(ctx, "ACL", "SETUSER", "quiver", "on", ">pw-quiver", "~*", "+@all", "-info").Err(); err != nil {
+		t.Fatal(err)
+	}
+	u := strings.Replace(srv.URL(), "redis://", "redis://quiver@", 1)
+	b, err := Open(ctx, Options{URL: u, Password: "pw-quiver", KeyPrefix: freshPrefix()})
+	if err != nil {
+		t.Fatalf("Open as a user without INFO: %v", err)
+	}
+	defer b.Close()
+	if ok, err := b.KV().Create(ctx, "k", []byte("v"), time.Minute); err != nil || !ok {
+		t.Fatalf("Create = %v, %v", ok, err)
+	}
+	if _, err := b.Artifacts().Put(ctx, "alice", artifacts.PutInput{Data: []byte("x")}); err != nil {
+		t.Fatalf("Put: %v", err)
+	}
+	if _, err := Open(ctx, Options{URL: u, Password: "wrong"}); !errors.Is(err, state.ErrInvalid) || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Fatalf("Open as the user with a wrong password = %v", err)
+	}
+}
