@@ -9,10 +9,19 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +43,7 @@ type Option func(*config)
 type config struct {
 	password  string
 	maxMemory string
+	tls       bool
 }
 
 // WithPassword makes the server require password (requirepass).
@@ -47,6 +57,13 @@ func WithMaxMemory(limit string) Option {
 	return func(c *config) { c.maxMemory = limit }
 }
 
+// WithTLS makes the server speak only TLS, with a self-signed certificate
+// for 127.0.0.1 and localhost (see Server.CertPool); clients need no
+// certificate of their own.
+func WithTLS() Option {
+	return func(c *config) { c.tls = true }
+}
+
 // Server is a running redis-server owned by one test.
 type Server struct {
 	t    testing.TB
@@ -54,6 +71,8 @@ type Server struct {
 	dir  string
 	cfg  config
 	port int
+
+	pool *x509.CertPool // with WithTLS: trusts the server's certificate
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -75,6 +94,13 @@ func Start(t testing.TB, opts ...Option) *Server {
 	s := &Server{t: t, bin: bin, dir: t.TempDir()}
 	for _, o := range opts {
 		o(&s.cfg)
+	}
+	if s.cfg.tls {
+		pool, err := selfSigned(s.dir)
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		s.pool = pool
 	}
 	t.Cleanup(s.Stop)
 	var last error
@@ -111,6 +137,12 @@ func (s *Server) args() []string {
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--protected-mode", "yes",
+	}
+	if s.cfg.tls {
+		a[1] = "0" // no plain-text port
+		a = append(a, "--tls-port", strconv.Itoa(s.port),
+			"--tls-cert-file", filepath.Join(s.dir, "cert.pem"), "--tls-key-file", filepath.Join(s.dir, "key.pem"),
+			"--tls-auth-clients", "no")
 	}
 	if s.cfg.password != "" {
 		a = append(a, "--requirepass", s.cfg.password)
@@ -163,7 +195,14 @@ func (s *Server) start() error {
 // ready reports whether the server answers PING (or asks for a password,
 // which also means it is up).
 func (s *Server) ready() bool {
-	c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+	var c net.Conn
+	var err error
+	d := &net.Dialer{Timeout: time.Second}
+	if s.cfg.tls {
+		c, err = tls.DialWithDialer(d, "tcp", s.Addr(), &tls.Config{RootCAs: s.pool, ServerName: "127.0.0.1"})
+	} else {
+		c, err = d.Dial("tcp", s.Addr())
+	}
 	if err != nil {
 		return false
 	}
@@ -192,8 +231,59 @@ func tail(path string) string {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
-// URL is a redis:// URL for the server, without the password.
-func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+// URL is a redis:// URL for the server (rediss:// with WithTLS), without
+// the password.
+func (s *Server) URL() string {
+	if s.cfg.tls {
+		return "rediss://" + s.Addr() + "/0"
+	}
+	return "redis://" + s.Addr() + "/0"
+}
+
+// CertPool trusts the server's certificate (nil without WithTLS).
+func (s *Server) CertPool() *x509.CertPool { return s.pool }
+
+// selfSigned writes cert.pem and key.pem for 127.0.0.1 and localhost into
+// dir and returns a pool trusting the certificate.
+func selfSigned(dir string) (*x509.CertPool, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("tls key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "redistest"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("tls certificate: %w", err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("tls key: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return pool, nil
+}
 
 // Password is the password the server requires, or "".
 func (s *Server) Password() string { return s.cfg.password }

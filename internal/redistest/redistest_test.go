@@ -100,3 +100,13 @@ func TestMissingServer(t *testing.T) {
 		}
 	}
 }
+
+func TestTLS(t *testing.T) {
+	s := Start(t, WithTLS())
+	if !strings.HasPrefix(s.URL(), "rediss://127.0.0.1:") || s.CertPool() == nil {
+		t.Fatalf("URL %q, pool %v", s.URL(), s.CertPool())
+	}
+	if line, err := ping(t, s.Addr()); err == nil && strings.HasPrefix(line, "+PONG") {
+		t.Fatal("a TLS server answered plain text")
+	}
+}

@@ -34,6 +34,7 @@ package redisstate
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -78,8 +79,9 @@ type Options struct {
 	// Password authenticates (already resolved from password_env by the
 	// caller); it overrides a password in the URL.
 	Password string
-	// TLS configures TLS; nil means plain TCP, or TLS with the system roots
-	// when the URL is rediss://.
+	// TLS configures TLS (even with a redis:// URL); nil means plain TCP, or
+	// TLS with the system roots when the URL is rediss://. An empty
+	// ServerName is the URL's host.
 	TLS *tls.Config
 	// KeyPrefix starts every key; DefaultKeyPrefix when empty. Fleets that
 	// share one server use different prefixes.
@@ -125,8 +127,9 @@ func (c *conn) release() error {
 }
 
 // Open connects to the server o.URL names and checks that it answers. Its
-// errors are one line each: a malformed URL or a rejected password wrap
-// state.ErrInvalid (fix the configuration), an unreachable or still
+// errors are one line each: a malformed URL, a rejected password, a server
+// certificate that does not verify or a server older than Redis 7 wrap
+// state.ErrInvalid (fix the configuration); an unreachable or still
 // loading server wraps state.ErrUnavailable. The password never appears in
 // an error.
 func Open(ctx context.Context, o Options) (state.Backend, error) {
@@ -148,7 +151,7 @@ func OpenBackend(ctx context.Context, o Options) (*Backend, error) {
 	rdb := redis.NewClient(ro)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, openError(ctx, where, err)
+		return nil, openError(ctx, where, ro.TLSConfig != nil, err)
 	}
 	if err := checkServer(ctx, rdb, where, o.Logger); err != nil {
 		_ = rdb.Close()
@@ -195,7 +198,11 @@ func clientOptions(o Options) (*redis.Options, string, error) {
 		ro.Password = o.Password
 	}
 	if o.TLS != nil {
-		ro.TLSConfig = o.TLS
+		tc := o.TLS.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName = u.Hostname() // what the certificate must name
+		}
+		ro.TLSConfig = tc
 	}
 	// Timeouts set in the URL (dial_timeout=3s...) win.
 	for _, d := range []struct {
@@ -222,6 +229,7 @@ func clientOptions(o Options) (*redis.Options, string, error) {
 // file a restart loses what was written since the last snapshot, and an
 // evicting maxmemory policy drops keys behind the quota's back.
 func checkServer(ctx context.Context, rdb *redis.Client, where string, log *slog.Logger) error {
+	tlsOn := rdb.Options().TLSConfig != nil
 	info, err := rdb.Info(ctx, "server", "persistence", "memory").Result()
 	var rerr redis.Error
 	if err != nil && errors.As(err, &rerr) && !redis.IsAuthError(err) && !redis.IsLoadingError(err) {
@@ -231,7 +239,7 @@ func checkServer(ctx context.Context, rdb *redis.Client, where string, log *slog
 		return nil
 	}
 	if err != nil {
-		return openError(ctx, where, err)
+		return openError(ctx, where, tlsOn, err)
 	}
 	version := infoField(info, "redis_version")
 	major, _, _ := strings.Cut(version, ".")
@@ -260,7 +268,7 @@ func infoField(info, name string) string {
 }
 
 // openError words a failed first PING.
-func openError(ctx context.Context, where string, err error) error {
+func openError(ctx context.Context, where string, tlsOn bool, err error) error {
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("redisstate: connect to %s: %w", where, ctx.Err())
@@ -272,10 +280,23 @@ func openError(ctx context.Context, where string, err error) error {
 		return fmt.Errorf("%w: redis at %s rejected the password (WRONGPASS)", state.ErrInvalid, where)
 	case redis.HasErrorPrefix(err, "ERR AUTH"), redis.HasErrorPrefix(err, "AUTH"):
 		return fmt.Errorf("%w: redis at %s does not take a password, but one was given: %s", state.ErrInvalid, where, oneLine(err))
+	case isCertError(err):
+		return fmt.Errorf("%w: redis at %s: %s (check the CA and server name of the TLS settings)", state.ErrInvalid, where, oneLine(err))
+	case errors.Is(err, io.EOF) && !tlsOn:
+		return fmt.Errorf("%w: redis at %s closed the connection (if it requires TLS, use rediss://)", state.ErrUnavailable, where)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Errorf("%w: redis at %s refused the connection (is it running?)", state.ErrUnavailable, where)
 	}
 	return fmt.Errorf("%w: redis at %s: %s", state.ErrUnavailable, where, oneLine(err))
+}
+
+// isCertError reports a server certificate that does not verify.
+func isCertError(err error) bool {
+	var ve *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return errors.As(err, &ve) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
 }
 
 func oneLine(err error) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -849,4 +850,34 @@ func TestOpenRestrictedUser(t *testing.T) {
 	if _, err := Open(ctx, Options{URL: u, Password: "wrong"}); !errors.Is(err, state.ErrInvalid) || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Fatalf("Open as the user with a wrong password = %v", err)
 	}
+}
+
+// TestTLS opens the backend over TLS: with the server's CA (the server name
+// defaults to the URL's host), and without it (a one-line error).
+func TestTLS(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithTLS())
+	ctx := testCtx(t)
+	b, err := Open(ctx, Options{URL: srv.URL(), TLS: &tls.Config{RootCAs: srv.CertPool(), MinVersion: tls.VersionTLS12}, KeyPrefix: freshPrefix()})
+	if err != nil {
+		t.Fatalf("Open over TLS: %v", err)
+	}
+	defer b.Close()
+	if err := b.KV().Set(ctx, "k", []byte("v"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Artifacts().Put(ctx, "alice", artifacts.PutInput{Data: artifactstest.Content(1, 2<<20)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(ctx, Options{URL: srv.URL()}) // the system roots do not know the server
+	checkOneLine(t, err, "")
+	if !errors.Is(err, state.ErrInvalid) || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("Open with an unknown certificate = %v", err)
+	}
+	t.Log(err)
+	_, err = Open(ctx, Options{URL: strings.Replace(srv.URL(), "rediss://", "redis://", 1)})
+	checkOneLine(t, err, "")
+	if !errors.Is(err, state.ErrUnavailable) || !strings.Contains(err.Error(), "rediss://") {
+		t.Fatalf("Open in plain text against TLS = %v", err)
+	}
+	t.Log(err)
 }
