@@ -17,7 +17,7 @@ import (
 func BenchmarkKV(b *testing.B) {
 	srv := redistest.Start(b)
 	kv := open(b, srv, nil).KV()
-	ctx := testCtx(b)
+	ctx := b.Context()
 	val := make([]byte, 256)
 	if err := kv.Set(ctx, "hot", val, 0); err != nil {
 		b.Fatal(err)
@@ -70,7 +70,7 @@ func BenchmarkKV(b *testing.B) {
 func BenchmarkArtifacts(b *testing.B) {
 	srv := redistest.Start(b)
 	s := open(b, srv, func(o *Options) { o.Artifacts = artifacts.Options{MaxBytes: 256 << 20} }).Artifacts()
-	ctx := testCtx(b)
+	ctx := b.Context()
 	for _, size := range []int{1 << 10, 1 << 20, 5 << 20} {
 		data := artifactstest.Content(1, size)
 		b.Run("Put/"+strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
