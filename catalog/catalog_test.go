@@ -230,6 +230,16 @@ func TestSchemaChecks(t *testing.T) {
 	}
 }
 
+// TestSchemaInvalidMessage: a meta-validation failure names the failing
+// keyword's whole location, however deep, within the one-line cap.
+func TestSchemaInvalidMessage(t *testing.T) {
+	c := checkSchema(json.RawMessage(`{"type":"object","properties":{"items":{"type":"array","items":{"type":"object","properties":{"priority_level_of_the_thing":{"type":"strin"}}}}}}`), DefaultSchemaLimits)
+	const where = "at /properties/items/items/properties/priority_level_of_the_thing/type: "
+	if c.code != CodeSchemaInvalid || !strings.Contains(c.msg, where) || len(c.msg) > 300 {
+		t.Fatalf("message %q does not name %q", c.msg, where)
+	}
+}
+
 func TestLenientAndStrict(t *testing.T) {
 	src := Source{Tools: []ToolDef{
 		{Server: "s", Name: "good", InputSchema: json.RawMessage(`{"type":"object"}`)},

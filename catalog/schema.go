@@ -10,6 +10,8 @@ import (
 
 	"github.com/quiver-mcp/quiver/internal/textclean"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 )
 
 // SchemaLimits bound the complexity of an upstream schema (spec 003 §4.4).
@@ -102,7 +104,7 @@ func checkSchema(raw json.RawMessage, lim SchemaLimits) schemaCheck {
 	}
 	sch, err := c.Compile(loc)
 	if err != nil {
-		return schemaCheck{doc: doc, code: CodeSchemaInvalid, msg: oneLine(err.Error())}
+		return schemaCheck{doc: doc, code: CodeSchemaInvalid, msg: schemaMessage(err)}
 	}
 	return schemaCheck{doc: doc, compiled: sch}
 }
@@ -169,3 +171,46 @@ func validate(sch *jsonschema.Schema, args any) error {
 
 // oneLine collapses s to one line without control characters, capped.
 func oneLine(s string) string { return textclean.OneLine(s, 300) }
+
+// schemaMessage says why a schema failed meta-validation: the first
+// failing keyword with its whole location, then how many more failed. The
+// validator's own text leads with every enclosing allOf, which a one-line
+// cap cuts before the useful part.
+func schemaMessage(err error) string {
+	var se *jsonschema.SchemaValidationError
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &se) || !errors.As(se.Err, &ve) {
+		return oneLine(err.Error())
+	}
+	var leaves []*jsonschema.ValidationError
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			leaves = append(leaves, e)
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	if len(leaves) == 0 {
+		return oneLine(err.Error())
+	}
+	first := leaves[0]
+	var ptr strings.Builder
+	for _, seg := range first.InstanceLocation {
+		ptr.WriteString("/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(seg))
+	}
+	where := ptr.String()
+	if where == "" {
+		where = "/"
+	}
+	what := first.ErrorKind.LocalizedString(message.NewPrinter(language.English))
+	more := ""
+	if n := len(leaves) - 1; n > 0 {
+		more = fmt.Sprintf(" (and %d more)", n)
+	}
+	// The location is kept whole; the description gives way.
+	head := "not a valid JSON Schema at " + where + ": "
+	return head + oneLine(textclean.OneLine(what, max(40, 300-len(head)-len(more)))+more)
+}

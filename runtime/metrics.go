@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,50 @@ type metrics struct {
 	restarts  *prometheus.CounterVec
 	// withheldN counts what direct exposure withholds for name collisions.
 	withheldN prometheus.Gauge
+	// toolCalls and toolLatency are by server and tool, with label values
+	// bounded by labels.
+	toolCalls   *prometheus.CounterVec
+	toolLatency *prometheus.HistogramVec
+	labels      labelBudget
+}
+
+// Bounds on the label values of the per-server and per-tool series: a
+// fleet of 3,600 tools must not make /metrics a 3,600-series page per
+// code. Past them, calls count under otherLabel.
+const (
+	maxServerLabels = 256
+	maxToolLabels   = 1000
+	otherLabel      = "_other"
+)
+
+// labelBudget hands out label values first come, first served.
+type labelBudget struct {
+	mu      sync.Mutex
+	servers map[string]bool
+	tools   map[[2]string]bool
+}
+
+// of returns the server and tool labels of a call.
+func (b *labelBudget) of(server, tool string) (string, string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.servers == nil {
+		b.servers, b.tools = map[string]bool{}, map[[2]string]bool{}
+	}
+	if !b.servers[server] {
+		if len(b.servers) >= maxServerLabels {
+			return otherLabel, otherLabel
+		}
+		b.servers[server] = true
+	}
+	k := [2]string{server, tool}
+	if !b.tools[k] {
+		if len(b.tools) >= maxToolLabels {
+			return server, otherLabel
+		}
+		b.tools[k] = true
+	}
+	return server, tool
 }
 
 func newMetrics() *metrics {
@@ -41,8 +86,12 @@ func newMetrics() *metrics {
 			Help: "Successful upstream (re)connects."}, []string{"upstream"}),
 		withheldN: prometheus.NewGauge(prometheus.GaugeOpts{Name: "quiver_direct_withheld",
 			Help: "Tools, prompts, resources and templates not listed directly because their name was taken."}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quiver_tool_calls_total",
+			Help: "Calls of upstream tools by server, tool and outcome code (ok, tool_error or the error code); at most 256 servers and 1000 tools, the rest as _other."}, []string{"server", "tool", "code"}),
+		toolLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "quiver_tool_call_seconds",
+			Help: "Latency of calls of upstream tools, guards and dispatch included, by server and tool.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}, []string{"server", "tool"}),
 	}
-	m.reg.MustRegister(m.calls, m.latency, m.items, m.buildSecs, m.upstream, m.restarts, m.withheldN,
+	m.reg.MustRegister(m.calls, m.latency, m.items, m.buildSecs, m.upstream, m.restarts, m.withheldN, m.toolCalls, m.toolLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -50,6 +99,13 @@ func newMetrics() *metrics {
 func (m *metrics) call(tool, code string, d time.Duration) {
 	m.calls.WithLabelValues(tool, code).Inc()
 	m.latency.WithLabelValues(tool).Observe(d.Seconds())
+}
+
+// toolCall counts a call that named an upstream tool.
+func (m *metrics) toolCall(server, tool, code string, d time.Duration) {
+	server, tool = m.labels.of(server, tool)
+	m.toolCalls.WithLabelValues(server, tool, code).Inc()
+	m.toolLatency.WithLabelValues(server, tool).Observe(d.Seconds())
 }
 
 func (m *metrics) catalogBuilt(s *catalog.Snapshot, d time.Duration) {

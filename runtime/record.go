@@ -195,6 +195,9 @@ func (rec *recorder) write(c *caller, res mcp.Result, e *Error, took time.Durati
 	if c.what != "" {
 		rec.met.call(c.what, code, took)
 	}
+	if rc.MCP.ServerID != "" && rc.MCP.ToolName != "" {
+		rec.met.toolCall(rc.MCP.ServerID, rc.MCP.ToolName, code, took)
+	}
 	if e != nil {
 		rec.logError(c.what, e)
 	}

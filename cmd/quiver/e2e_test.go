@@ -340,6 +340,10 @@ func TestE2EHTTP(t *testing.T) {
 	if !strings.Contains(string(body), `quiver_meta_calls_total{code="ok",tool="tool_execute"}`) {
 		t.Fatalf("metrics lack call counts:\n%.2000s", body)
 	}
+	if !regexp.MustCompile(`quiver_tool_calls_total\{code="ok",server="alpha",tool="\w+"\} \d`).Match(body) ||
+		!strings.Contains(string(body), `quiver_tool_call_seconds_count{server="alpha",tool=`) {
+		t.Fatalf("metrics lack per-tool series:\n%.4000s", body)
+	}
 
 	// 32 clients executing in parallel.
 	cs0 := srv.session(t)
