@@ -62,7 +62,7 @@ const DefaultKeyPrefix = "quiver:"
 // request: every call fails with ErrUnavailable after at most about these.
 const (
 	// DialTimeout bounds establishing a connection.
-	DialTimeout = time.Second
+	DialTimeout = 2 * time.Second
 	// ReadTimeout bounds waiting for one reply.
 	ReadTimeout = 2 * time.Second
 	// WriteTimeout bounds sending one command.
