@@ -417,7 +417,7 @@ func TestReplicasArtifacts(t *testing.T) {
 	for range 3 {
 		b := open(t, srv, func(o *Options) {
 			o.KeyPrefix = prefix
-			o.Artifacts = artifacts.Options{MaxBytes: 3 << 20, Now: clk.Now}
+			o.Artifacts = artifacts.Options{MaxBytes: 6 << 20, Now: clk.Now}
 		})
 		stores = append(stores, b.art)
 	}
@@ -428,7 +428,11 @@ func TestReplicasArtifacts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			want := artifactstest.Content(uint64(i), 256<<10+i)
+			size := 256<<10 + i // one script
+			if i%2 == 1 {
+				size = 1<<20 + i // reserved, written in chunks, committed
+			}
+			want := artifactstest.Content(uint64(i), size)
 			m, err := stores[i%3].Put(ctx, "alice", artifacts.PutInput{Data: want})
 			if errors.Is(err, artifacts.ErrTooLarge) {
 				return // reservations in flight held the rest of the quota
@@ -452,10 +456,10 @@ func TestReplicasArtifacts(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if stored.Load() < 12 {
+	if stored.Load() < 24 { // every Put of one chunk, at least
 		t.Fatalf("only %d of 48 Puts stored", stored.Load())
 	}
-	checkInvariants(t, stores[0], 3<<20)
+	checkInvariants(t, stores[0], 6<<20)
 }
 
 // checkInvariants verifies, on a quiescent store, that the usage counter is
