@@ -3,7 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"slices"
 	"time"
 
 	"github.com/quiver-mcp/quiver/catalog"
@@ -49,16 +49,28 @@ func (a *authorizer) allowDecision() receipts.Decision {
 	return receipts.Decision{Result: "allow", PolicyID: a.policyID(), ReasonCodes: []string{a.allowReason()}}
 }
 
-// incidentActive reports whether incident mode is on.
-func (a *authorizer) incidentActive() bool { return a.incident != nil && a.incident.Active() }
+// incidentActive reports whether incident mode was on at the last check
+// (receipts: the request's own check read it just before).
+func (a *authorizer) incidentActive() bool { return a.incident != nil && a.incident.WasActive() }
+
+// pin reads the incident state once for the checks of one request made
+// with the returned context (see policy.Incident.Pin).
+func (a *authorizer) pin(ctx context.Context) context.Context {
+	if a.incident == nil {
+		return ctx
+	}
+	return a.incident.Pin(ctx)
+}
 
 // filtering reports whether visibility depends on the caller at all.
 func (a *authorizer) filtering() bool { return a.policy != nil || a.incident != nil }
 
 // evaluate asks the incident state, then the policy, about one request.
-func (a *authorizer) evaluate(req policy.Request) policy.Decision {
+// An incident state that cannot be read denies (fail closed), with reason
+// code STATE_UNAVAILABLE.
+func (a *authorizer) evaluate(ctx context.Context, req policy.Request) policy.Decision {
 	if a.incident != nil {
-		if d := a.incident.Evaluate(req); d.Denied {
+		if d, _ := a.incident.Evaluate(ctx, req); d.Denied {
 			codes := []string{policy.ReasonDenied, d.Code}
 			if d.RuleID != "" {
 				codes = append(codes, "kill_rule:"+d.RuleID)
@@ -93,7 +105,7 @@ func (r *Runtime) toolRequest(ctx context.Context, st *state, it *catalog.Item, 
 
 // decide asks the incident state, then the policy, about one item.
 func (r *Runtime) decide(ctx context.Context, st *state, it *catalog.Item, action string) policy.Decision {
-	return r.auth.evaluate(r.toolRequest(ctx, st, it, action))
+	return r.auth.evaluate(ctx, r.toolRequest(ctx, st, it, action))
 }
 
 // visible reports whether the caller may see an item.
@@ -142,6 +154,9 @@ func (r *Runtime) authorize(ctx context.Context, st *state, it *catalog.Item, ra
 	r.recordItem(ctx, st, it)
 	d := r.decide(ctx, st, it, policy.ActionCall)
 	r.recordDecision(ctx, d)
+	if stateDenied(d) {
+		return stateUnavailable(nil)
+	}
 	switch d.Effect {
 	case policy.EffectAllow:
 		return nil
@@ -158,7 +173,11 @@ func (r *Runtime) authorize(ctx context.Context, st *state, it *catalog.Item, ra
 			return newError(CodeArgsInvalid, "args must be a JSON object").withPath("args")
 		}
 		c := callerOf(ctx)
-		if ok, ap := r.auth.approvals.Check(p, it.ID, h); ok {
+		ok, ap, err := r.auth.approvals.Check(ctx, p, it.ID, h)
+		if err != nil {
+			return stateUnavailable(err)
+		}
+		if ok {
 			if c != nil {
 				c.rc.Approval = receipts.Approval{Required: true, ApprovalID: ap.ID, ApprovedBy: ap.DecidedBy, StepUp: "none"}
 				if !ap.DecidedAt.IsZero() {
@@ -169,8 +188,11 @@ func (r *Runtime) authorize(ctx context.Context, st *state, it *catalog.Item, ra
 			}
 			return nil
 		}
-		ap, err := r.auth.approvals.Request(p, it.ID, h)
-		if err != nil && !errors.Is(err, policy.ErrNotPersisted) {
+		ap, err = r.auth.approvals.Request(ctx, p, it.ID, h)
+		if isStateUnavailable(err) {
+			return stateUnavailable(err)
+		}
+		if err != nil {
 			return newError(CodeApprovalRequired, "this call needs an operator's approval: %v", err).withDetail("reason_codes", d.ReasonCodes)
 		}
 		if c != nil {
@@ -182,4 +204,9 @@ func (r *Runtime) authorize(ctx context.Context, st *state, it *catalog.Item, ra
 		return newError(CodePolicyDenied, "the policy does not allow this call").
 			withDetail("reason_codes", d.ReasonCodes).withDetail("policy_id", d.PolicyID)
 	}
+}
+
+// stateDenied reports whether d is the incident state's fail-closed denial.
+func stateDenied(d policy.Decision) bool {
+	return d.Effect == policy.EffectDeny && d.PolicyID == "incident" && slices.Contains(d.ReasonCodes, policy.ReasonStateUnavailable)
 }

@@ -29,6 +29,7 @@ const (
 	CodePromptNotFound   = codes.PromptNotFound
 	CodeInternal         = codes.Internal
 	CodeResultTooLarge   = codes.ResultTooLarge
+	CodeStateUnavailable = codes.StateUnavailable
 
 	CodeUpstreamError       = codes.UpstreamError
 	CodeUpstreamTimeout     = codes.UpstreamTimeout

@@ -213,17 +213,17 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	if e := v.guards(checks); e != nil {
 		return deny(e)
 	}
-	sess := r.limitKey(ctx, ss)
+	sess, who := r.limitKey(ctx, ss), r.limitPrincipal(ctx, ss)
 	if a.DryRun {
 		var rl *Error
-		if d := r.limiter.Check(sess, ToolExecute, it.ID); d != nil {
+		if d := r.limiter.Check(ctx, sess, who, ToolExecute, it.ID); d != nil {
 			rl = rateLimited(d)
 		}
 		v.record("rate_limit", r.limiter == nil, rl)
 		r.idempotencyPreview(ctx, ss, v, it, adm, call)
 		return structured(r.dryRun(it, verr, adm, v, repairs), ""), nil
 	}
-	if d := r.limiter.Take(sess, ToolExecute, it.ID); d != nil {
+	if d := r.limiter.Take(ctx, sess, who, ToolExecute, it.ID); d != nil {
 		return deny(rateLimited(d))
 	}
 	if dec.Unclassified {
@@ -432,6 +432,9 @@ func (r *Runtime) beginIdempotent(ctx context.Context, ss *mcp.ServerSession, it
 	}
 	resv, refusal, err := r.idem.Begin(ctx, r.ownerOf(ctx, ss), call.IdempotencyKey, fp)
 	switch {
+	case isStateUnavailable(err):
+		// A write never runs without its idempotency record.
+		return nil, nil, stateUnavailable(err)
 	case err != nil:
 		return nil, nil, newError(CodeInternal, "idempotency records are not available").withCause(err)
 	case refusal != nil:
@@ -471,6 +474,8 @@ func (r *Runtime) idempotencyPreview(ctx context.Context, ss *mcp.ServerSession,
 	}
 	replay, refusal, err := r.idem.Peek(ctx, r.ownerOf(ctx, ss), call.IdempotencyKey, fp)
 	switch {
+	case isStateUnavailable(err):
+		v.record("idempotency_record", false, stateUnavailable(err))
 	case err != nil:
 		v.record("idempotency_record", false, newError(CodeInternal, "idempotency records are not available"))
 	case refusal != nil:

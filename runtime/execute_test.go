@@ -235,14 +235,16 @@ func TestExecuteEnvironmentsAndCapability(t *testing.T) {
 }
 
 // TestIdempotentWrites: a repeated key with the same arguments is answered
-// from its record (also after a restart); other arguments are refused.
+// from its record (also by another runtime on the same state backend, and
+// after a restart); other arguments are refused.
 func TestIdempotentWrites(t *testing.T) {
-	state := t.TempDir()
+	backend := memoryBackend(t)
 	record := filepath.Join(t.TempDir(), "calls.jsonl")
 	opts := setup(t, config.ModeGateway, []testUpstream{liveUpstream("alpha", "-record", record)}, func(r *rig) {
 		r.cfg.Environment = guard.EnvProd
 		r.deps.Registry = registryOf(t, alphaManifest)
-		r.cfg.StateDir = state
+		r.cfg.StateDir = t.TempDir()
+		r.deps.State = backend
 	})
 	rt, cs := startRuntime(t, opts)
 	echo := idOf(t, rt, "alpha", "echo")
@@ -270,7 +272,12 @@ func TestIdempotentWrites(t *testing.T) {
 	if calls := recordedCalls(t, record); calls["echo"] != 1 || calls["fail"] != 1 {
 		t.Fatalf("calls %v", calls)
 	}
-	// Restart on the same state directory: the record survives.
+	// Another runtime on the same backend (another process or replica)
+	// replays it, and so does one started after the first closed.
+	_, csB := startRuntime(t, opts)
+	if _, env := runExec(t, csB, first); env["effect"].(map[string]any)["effect_id"] != id1 {
+		t.Fatalf("through another runtime: %v", env)
+	}
 	rt.Close()
 	rt2, cs2 := startRuntime(t, opts)
 	_ = rt2

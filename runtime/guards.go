@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -58,7 +56,7 @@ func (r *Runtime) initExecute() error {
 	if o := cacheOptions(r.cfg); o != nil {
 		r.cache = controls.NewCache[*mcp.CallToolResult](*o)
 	}
-	r.limiter = controls.NewRateLimiter(rateLimits(r.cfg), nil)
+	r.limiter = controls.NewRateLimiter(rateLimits(r.cfg), r.kv, nil)
 	return nil
 }
 
@@ -118,19 +116,22 @@ func (r *Runtime) pinRegistry() error {
 	if !reg.HasWrites() {
 		return nil
 	}
-	o := guard.IdempotencyOptions{Logger: r.log}
-	if r.cfg.StateDir == "" {
-		o.InMemory = true
-	} else {
-		o.Dir = filepath.Join(r.cfg.StateDir, "idempotency")
-		if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-			return fmt.Errorf("idempotency store: %w", err)
-		}
-	}
-	if r.idem, err = guard.OpenIdempotency(o); err != nil {
+	if r.idem, err = guard.NewIdempotency(guard.IdempotencyOptions{KV: r.kv, PendingTimeout: r.pendingTimeout()}); err != nil {
 		return err
 	}
 	return nil
+}
+
+// pendingTimeout bounds how long a write may run: every attempt of the
+// slowest upstream with the longest backoff, plus a margin. An idempotency
+// reservation pending longer was left by a process that died mid-call.
+func (r *Runtime) pendingTimeout() time.Duration {
+	slowest := r.cfg.Timing.CallTimeout
+	for _, u := range r.cfg.Upstreams {
+		slowest = max(slowest, time.Duration(u.CallTimeout))
+	}
+	attempts := time.Duration(max(r.cfg.Retry.MaxAttempts, 1))
+	return attempts*(slowest+time.Duration(r.cfg.Retry.MaxDelay)) + time.Minute
 }
 
 // frontDoor loads the registry for a new catalog: the gate that judges
@@ -198,8 +199,9 @@ func (r *Runtime) readOnly(ctx context.Context, ss *mcp.ServerSession) bool {
 	return r.cfg.Principals["*"].ReadOnly
 }
 
-// limitKey keys rate limits: the principal of a verified token (its limits
-// follow it across sessions), else the session.
+// limitKey keys the per-session rate limits (max_calls_per_session): the
+// principal of a verified token (its limits follow it across sessions),
+// else the session.
 func (r *Runtime) limitKey(ctx context.Context, ss *mcp.ServerSession) any {
 	c := callerOf(ctx)
 	switch {
@@ -215,10 +217,33 @@ func (r *Runtime) limitKey(ctx context.Context, ss *mcp.ServerSession) any {
 	return ss
 }
 
+// limitPrincipal keys the shared per-minute windows: the principal of a
+// verified token, the local principal over stdio, the session over HTTP
+// without auth (each session is its own principal), and one key for the
+// anonymous requests without a session.
+func (r *Runtime) limitPrincipal(ctx context.Context, ss *mcp.ServerSession) string {
+	c := callerOf(ctx)
+	switch {
+	case c != nil && c.jwt:
+		return "principal:" + c.p.Key()
+	case c != nil && c.local:
+		return "local:" + r.localName
+	case ss != nil && ss.ID() != "":
+		return "session:" + ss.ID()
+	case c != nil && c.sessionless:
+		return "anonymous"
+	}
+	return "local:" + r.localName
+}
+
 // rateLimited turns a limiter's denial into RATE_LIMITED: retryable with
 // retry_after (seconds) for the per-minute window, not retryable for a
-// session cap.
+// session cap; a limiter that could not reach its windows refuses with
+// STATE_UNAVAILABLE.
 func rateLimited(d *controls.Denial) *Error {
+	if d.Err != nil {
+		return stateUnavailable(d.Err)
+	}
 	e := newError(CodeRateLimited, "%s of scope %s reached", d.Limit, d.Scope).
 		withDetail("scope", d.Scope).withDetail("limit", d.Limit)
 	if d.RetryAfter > 0 {
@@ -231,7 +256,7 @@ func rateLimited(d *controls.Denial) *Error {
 
 // takeMeta counts one call of a meta-tool against its rate limits.
 func (r *Runtime) takeMeta(ctx context.Context, ss *mcp.ServerSession, tool string) *Error {
-	if d := r.limiter.Take(r.limitKey(ctx, ss), tool, ""); d != nil {
+	if d := r.limiter.Take(ctx, r.limitKey(ctx, ss), r.limitPrincipal(ctx, ss), tool, ""); d != nil {
 		return rateLimited(d)
 	}
 	return nil

@@ -29,6 +29,7 @@ func (r *Runtime) listFilter(next mcp.MethodHandler) mcp.MethodHandler {
 // see. Entries that are not catalog items (the meta-tools) stay.
 func (r *Runtime) filterList(ctx context.Context, res mcp.Result) mcp.Result {
 	st := r.state.Load()
+	ctx = r.auth.pin(ctx)
 	hidden := func(id string, kind toolid.Kind) bool {
 		it, ok := st.snap.Lookup(id)
 		return ok && it.Kind == kind && !r.visible(ctx, st, it)

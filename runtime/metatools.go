@@ -267,6 +267,7 @@ func (r *Runtime) visibleCards(ctx context.Context, st *state, cards []choicecar
 	if !r.auth.filtering() {
 		return cards
 	}
+	ctx = r.auth.pin(ctx)
 	out := cards[:0:0]
 	for _, c := range cards {
 		if it, ok := st.snap.Lookup(c.ID); ok && !r.visible(ctx, st, it) {

@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/protocol"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
+	qstate "github.com/quiver-mcp/quiver/runtime/state"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 )
 
@@ -52,47 +51,26 @@ type mrtr struct {
 	seal *protocol.Sealer
 }
 
-// sealingKeyFile is the sealing key's file under state_dir.
-const sealingKeyFile = "mrtr.key"
+// sealingKeyName is the KV key of the sealing key.
+const sealingKeyName = "mrtr/key"
 
-// sealingKey returns the key that seals request states: the one kept in
-// state_dir (made on first start, mode 0600), so that states survive a
-// restart, or a fresh one held in memory without a state_dir.
-func sealingKey(stateDir string) ([]byte, error) {
-	if stateDir == "" {
-		return protocol.NewKey()
-	}
-	path := filepath.Join(stateDir, sealingKeyFile)
-	k, err := os.ReadFile(path)
-	switch {
-	case err == nil && len(k) == protocol.KeySize:
-		return k, nil
-	case err == nil:
-		return nil, fmt.Errorf("sealing key %s: %d bytes, want %d", path, len(k), protocol.KeySize)
-	case !errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("sealing key: %w", err)
-	}
-	if k, err = protocol.NewKey(); err != nil {
+// sealingKey returns the key that seals request states, kept in the state
+// backend so that every process and replica seals and opens with the same
+// key: the first to start creates it, the others read it.
+func sealingKey(ctx context.Context, kv qstate.KV) ([]byte, error) {
+	fresh, err := protocol.NewKey()
+	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+	if _, err := kv.Create(ctx, sealingKeyName, fresh, 0); err != nil {
 		return nil, fmt.Errorf("sealing key: %w", err)
 	}
-	// O_EXCL: of two processes starting at once, one writes the key and
-	// the other reads it.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return sealingKey(stateDir)
-	}
+	k, err := kv.Get(ctx, sealingKeyName)
 	if err != nil {
 		return nil, fmt.Errorf("sealing key: %w", err)
 	}
-	if _, err := f.Write(k); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("sealing key: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("sealing key: %w", err)
+	if len(k) != protocol.KeySize {
+		return nil, fmt.Errorf("sealing key: %d bytes in the state backend, want %d", len(k), protocol.KeySize)
 	}
 	return k, nil
 }
@@ -131,7 +109,7 @@ func (m *mrtr) resume(ctx context.Context, server, target string, args any) (mcp
 	if o := c.resumed; o != nil {
 		return o.answers, o.upState, o.round, o.err
 	}
-	answers, upState, round, err := m.open(c, server, target, args)
+	answers, upState, round, err := m.open(ctx, c, server, target, args)
 	c.resumed = &resumption{answers: answers, upState: upState, round: round, err: err}
 	return answers, upState, round, err
 }
@@ -144,11 +122,13 @@ type resumption struct {
 	err     error
 }
 
-func (m *mrtr) open(c *caller, server, target string, args any) (mcp.InputResponseMap, string, int, error) {
-	st, err := m.seal.Open(c.reqState, c.stateKey())
+func (m *mrtr) open(ctx context.Context, c *caller, server, target string, args any) (mcp.InputResponseMap, string, int, error) {
+	st, err := m.seal.Open(ctx, c.reqState, c.stateKey())
 	if err != nil {
 		msg := "the request state is not one quiver issued, or was altered"
 		switch {
+		case isStateUnavailable(err):
+			return nil, "", 0, stateUnavailable(err)
 		case errors.Is(err, protocol.ErrStateExpired):
 			msg = "the request state has expired; call again without it"
 		case errors.Is(err, protocol.ErrStateForeign):

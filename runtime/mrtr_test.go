@@ -7,11 +7,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	qstate "github.com/quiver-mcp/quiver/runtime/state"
+	"github.com/quiver-mcp/quiver/runtime/state/statetest"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -287,31 +289,30 @@ func TestMRTRStateRefusals(t *testing.T) {
 	}
 }
 
-// TestSealingKey: the key is made once under state_dir with mode 0600 and
-// read back on the next start.
+// TestSealingKey: the key is made once in the state backend and read back
+// by every process that shares it; a malformed stored key is refused.
 func TestSealingKey(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "state")
-	k1, err := sealingKey(dir)
-	if err != nil {
+	ctx := context.Background()
+	kv := qstate.NewMemory(nil)
+	k1, err := sealingKey(ctx, kv)
+	if err != nil || len(k1) != protocol.KeySize {
 		t.Fatal(err)
 	}
-	fi, err := os.Stat(filepath.Join(dir, sealingKeyFile))
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("key file %v %v", fi, err)
-	}
-	k2, err := sealingKey(dir)
+	k2, err := sealingKey(ctx, kv)
 	if err != nil || string(k1) != string(k2) {
-		t.Fatalf("key not kept: %v", err)
+		t.Fatalf("key not shared: %v", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, sealingKeyFile), []byte("short"), 0o600); err != nil {
+	if err := kv.Set(ctx, sealingKeyName, []byte("short"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sealingKey(dir); err == nil {
+	if _, err := sealingKey(ctx, kv); err == nil {
 		t.Fatal("a short key was accepted")
 	}
-	if k, err := sealingKey(""); err != nil || len(k) != protocol.KeySize {
-		t.Fatalf("in-memory key: %v", err)
+	down := statetest.NewFailing(qstate.NewMemory(nil))
+	down.SetDown(true)
+	if _, err := sealingKey(ctx, down); !errors.Is(err, qstate.ErrUnavailable) {
+		t.Fatalf("key from a store that is down: %v", err)
 	}
 }
 
@@ -437,8 +438,8 @@ func TestMRTRReceipts(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	rt, _ := startRuntime(t, setup(t, config.ModeDirect, []testUpstream{liveUpstream("alpha", "-extras")}, func(r *rig) { r.cfg.StateDir = dir }))
-	if _, err := os.Stat(filepath.Join(dir, sealingKeyFile)); err != nil {
-		t.Fatalf("no sealing key under state_dir: %v", err)
+	if k, err := rt.kv.Get(context.Background(), sealingKeyName); err != nil || len(k) != protocol.KeySize {
+		t.Fatalf("no sealing key in the state backend: %v", err)
 	}
 	ctx := context.Background()
 	cs := mrtrClient(t, rt, false, accept("x"))

@@ -427,6 +427,9 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 	return done("", nil)
 }
 
+// relayStateTimeout bounds the state reads of one relay decision.
+const relayStateTimeout = 5 * time.Second
+
 // decideRelay asks the incident state and the policy whether the upstream
 // of f may send a server-to-client request of the given action; it returns
 // the denying decision, or nil. Without a policy everything is allowed; a
@@ -442,7 +445,10 @@ func (r *Runtime) decideRelay(f *flight, action string) *policy.Decision {
 		// request is decided for its upstream.
 		it = &catalog.Item{Kind: toolid.KindTool, Server: f.server}
 	}
-	ctx := context.Background()
+	// The incident state is read from the state backend: bounded, and a
+	// failure denies (fail closed).
+	ctx, cancel := context.WithTimeout(context.Background(), relayStateTimeout)
+	defer cancel()
 	if f.c != nil {
 		ctx = withCaller(ctx, f.c)
 	}

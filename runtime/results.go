@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -14,26 +12,6 @@ import (
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/firewall"
 )
-
-// openStore opens the artifact store: Badger under StateDir/artifacts, or
-// in memory when no state directory is configured.
-func (r *Runtime) openStore() (artifacts.Store, error) {
-	o := artifacts.Options{TTL: time.Duration(r.cfg.Artifacts.TTL), MaxBytes: int64(r.cfg.Artifacts.MaxBytes), Logger: r.log}
-	if r.cfg.StateDir == "" {
-		r.log.Warn("no state directory: artifacts are kept in memory and lost at exit")
-		o.InMemory = true
-	} else {
-		o.Dir = filepath.Join(r.cfg.StateDir, "artifacts")
-		if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-			return nil, fmt.Errorf("artifact store: %w", err)
-		}
-	}
-	s, err := artifacts.OpenBadger(o)
-	if err != nil {
-		return nil, fmt.Errorf("artifact store: %w", err)
-	}
-	return s, nil
-}
 
 // ownerOf is the principal key that scopes artifacts and idempotency
 // records: an artifact is visible only to the principal whose call produced

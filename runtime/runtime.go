@@ -38,6 +38,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/protocol"
+	qstate "github.com/quiver-mcp/quiver/runtime/state"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -72,6 +73,11 @@ type Deps struct {
 	// Catalogs are static catalogs by upstream name, served instead of
 	// the upstream's catalog file or transport (tests, benchmarks).
 	Catalogs map[string]catalog.Source
+	// State is the state backend (tests inject one, and may share it
+	// between runtimes to stand for replicas); the runtime does not close
+	// it. Without it Start opens the backend the configuration names and
+	// Close closes it.
+	State qstate.Backend
 }
 
 // Runtime serves one gateway. Create it with New, then Start it, serve
@@ -97,6 +103,13 @@ type Runtime struct {
 	met    *metrics
 
 	clients []*upstream.Client
+
+	// backend is the state backend opened (or injected) at Start; kv is
+	// its KV as the kinds of state made in New see it (ErrUnavailable
+	// until Start). ownBackend: Close closes backend.
+	backend    qstate.Backend
+	ownBackend bool
+	kv         *startedKV
 
 	store artifacts.Store
 	fw    *firewall.Firewall
@@ -190,6 +203,7 @@ func New(cfg *config.Config, deps Deps) (*Runtime, error) {
 		wake:      make(chan struct{}, 1),
 		rebuilt:   make(chan struct{}),
 		relay:     newRelay(),
+		kv:        &startedKV{},
 	}
 	r.mrtr = &mrtr{r: r}
 	r.rec = recorder{log: log, met: r.met, auth: &r.auth}
@@ -297,16 +311,25 @@ func (r *Runtime) initAdmin() error {
 // listed; upstreams that come up later join through a rebuild. The
 // runtime's goroutines stop when ctx is cancelled or Close is called.
 func (r *Runtime) Start(ctx context.Context) error {
-	store, err := r.openStore()
+	backend, owned, err := r.openState(ctx)
 	if err != nil {
 		return err
 	}
+	r.backend, r.ownBackend = backend, owned
+	if owned && r.cfg.StateDir != "" {
+		if err := r.importLegacy(ctx, backend.KV()); err != nil {
+			return err
+		}
+	}
+	r.kv.set(backend.KV())
+	store := backend.Artifacts()
 	r.store = store
-	key, err := sealingKey(r.cfg.StateDir)
+	r.log.Info("state backend opened", "backend", backend.Name())
+	key, err := sealingKey(ctx, r.kv)
 	if err != nil {
 		return err
 	}
-	if r.mrtr.seal, err = protocol.NewSealer(key, protocol.SealerOptions{}); err != nil {
+	if r.mrtr.seal, err = protocol.NewSealer(key, protocol.SealerOptions{Redeemed: protocol.KVRedeemed{KV: r.kv}}); err != nil {
 		return err
 	}
 	if err := r.pinRegistry(); err != nil {
@@ -377,14 +400,13 @@ func (r *Runtime) Close() error {
 	}
 	var errs []error
 	errs = append(errs, r.closeSafety())
-	if r.idem != nil {
-		errs = append(errs, r.idem.Close())
-		r.idem = nil
+	r.idem = nil
+	r.store = nil
+	r.kv.set(nil)
+	if r.backend != nil && r.ownBackend {
+		errs = append(errs, r.backend.Close())
 	}
-	if r.store != nil {
-		errs = append(errs, r.store.Close())
-		r.store = nil
-	}
+	r.backend = nil
 	return errors.Join(errs...)
 }
 

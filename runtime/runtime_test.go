@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quiver-mcp/quiver/artifacts"
+	qstate "github.com/quiver-mcp/quiver/runtime/state"
+
 	"github.com/quiver-mcp/quiver/runtime/config"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -400,4 +403,16 @@ func TestRebuildSwapsAtomically(t *testing.T) {
 	if after.gen != before.gen+1 || after.snap.Len() != before.snap.Len() {
 		t.Fatalf("gen %d -> %d", before.gen, after.gen)
 	}
+}
+
+// memoryBackend is a state backend in memory, closed when the test ends;
+// runtimes given it in Deps.State share it as replicas share Redis.
+func memoryBackend(t testing.TB) qstate.Backend {
+	t.Helper()
+	b, err := qstate.OpenMemory(artifacts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }

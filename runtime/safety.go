@@ -14,6 +14,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
+	qstate "github.com/quiver-mcp/quiver/runtime/state"
 )
 
 // The safety profile (spec 001): who the caller is (identity), what it may
@@ -32,22 +33,20 @@ func (r *Runtime) openSafety(ctx context.Context) error {
 		return d, os.MkdirAll(d, 0o700)
 	}
 	var err error
-	dir := ""
-	if o.Incident.Persist {
-		if dir, err = sub("incident"); err != nil {
-			return fmt.Errorf("incident state: %w", err)
-		}
+	// incident.persist false keeps the incident state in this process
+	// only: not shared with other processes or replicas, lost at exit.
+	var incidentKV qstate.KV = r.kv
+	if !o.Incident.Persist {
+		incidentKV = qstate.NewMemory(nil)
 	}
-	if r.auth.incident, err = policy.OpenIncident(policy.IncidentOptions{Dir: dir}); err != nil {
+	if r.auth.incident, err = policy.NewIncident(policy.IncidentOptions{KV: incidentKV}); err != nil {
 		return fmt.Errorf("incident state: %w", err)
 	}
-	if dir, err = sub("approvals"); err != nil {
+	if r.auth.approvals, err = policy.NewApprovals(policy.ApprovalOptions{KV: r.kv, TTL: time.Duration(o.Approvals.TTL), MaxPending: o.Approvals.MaxPending}); err != nil {
 		return fmt.Errorf("approvals: %w", err)
 	}
-	if r.auth.approvals, err = policy.OpenApprovals(policy.ApprovalOptions{Dir: dir, TTL: time.Duration(o.Approvals.TTL), MaxPending: o.Approvals.MaxPending}); err != nil {
-		return fmt.Errorf("approvals: %w", err)
-	}
-	if dir, err = sub(receipts.DirName); err != nil {
+	dir, err := sub(receipts.DirName)
+	if err != nil {
 		return fmt.Errorf("receipts: %w", err)
 	}
 	cp := r.deps.ReceiptsCopy
@@ -97,9 +96,6 @@ func (r *Runtime) closeSafety() error {
 	if r.rec.out != nil {
 		errs = append(errs, r.rec.out.Close())
 	}
-	if r.auth.approvals != nil {
-		errs = append(errs, r.auth.approvals.Close())
-	}
 	return errors.Join(errs...)
 }
 
@@ -127,9 +123,9 @@ func (r *Runtime) initIdentity() error {
 		cfg := r.cfg.Auth
 		cfg.Local = local
 		getenv := func(k string) string { v, _ := r.deps.Getenv(k); return v }
-		v, err := identity.NewVerifier(cfg, identity.Options{Getenv: getenv, Logger: r.log, Revoked: func(jti, sub string) bool {
+		v, err := identity.NewVerifier(cfg, identity.Options{Getenv: getenv, Logger: r.log, Revoked: func(ctx context.Context, jti, sub string) bool {
 			in := r.auth.incident
-			return in != nil && in.Revoked(jti, sub)
+			return in != nil && in.Revoked(ctx, jti, sub)
 		}})
 		if err != nil {
 			return fmt.Errorf("runtime: auth: %w", err)

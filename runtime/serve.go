@@ -69,6 +69,9 @@ type health struct {
 	Catalog   map[string]int   `json:"catalog"`
 	Gen       uint64           `json:"generation"`
 	Upstreams []upstreamHealth `json:"upstreams"`
+	// State is the name of the state backend ("memory", "embedded",
+	// "redis"); "" before Start.
+	State string `json:"state"`
 }
 
 type upstreamHealth struct {
@@ -82,6 +85,9 @@ type upstreamHealth struct {
 func (r *Runtime) healthz(w http.ResponseWriter, _ *http.Request) {
 	st := r.state.Load()
 	h := health{Status: "ok", Gen: st.gen, Catalog: map[string]int{}, Upstreams: []upstreamHealth{}}
+	if b := r.backend; b != nil {
+		h.State = b.Name()
+	}
 	for _, k := range []toolid.Kind{toolid.KindTool, toolid.KindResource, toolid.KindPrompt} {
 		h.Catalog[string(k)] = len(st.snap.Items(k))
 	}

@@ -3,12 +3,14 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/runtime/config"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
+	qstate "github.com/quiver-mcp/quiver/runtime/state"
 	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 )
@@ -126,7 +128,7 @@ func (r *Runtime) specOf(u *config.Upstream) (upstream.Spec, *tokenexchange.Exch
 	var ex *tokenexchange.Exchanger
 	var bearer func(context.Context) (string, error)
 	if te := u.Credentials.TokenExchange; te != nil {
-		if ex, bearer, err = exchangerFor(u, te, r.deps.Getenv); err != nil {
+		if ex, bearer, err = exchangerFor(u, te, r.deps.Getenv, r.kv, r.log); err != nil {
 			return upstream.Spec{}, nil, err
 		}
 	}
@@ -157,7 +159,7 @@ const gatewaySubjectKey = "quiver:gateway"
 // source of the requests no caller is bound to: the exchange of the
 // gateway's own subject token when gateway_token_env is set, else nil
 // (those requests carry no Authorization header).
-func exchangerFor(u *config.Upstream, te *config.TokenExchange, getenv func(string) (string, bool)) (*tokenexchange.Exchanger, func(context.Context) (string, error), error) {
+func exchangerFor(u *config.Upstream, te *config.TokenExchange, getenv func(string) (string, bool), kv qstate.KV, log *slog.Logger) (*tokenexchange.Exchanger, func(context.Context) (string, error), error) {
 	secret, gatewayToken, err := u.ResolveTokenExchange(getenv)
 	if err != nil {
 		return nil, nil, err
@@ -169,6 +171,7 @@ func exchangerFor(u *config.Upstream, te *config.TokenExchange, getenv func(stri
 	ex, err := tokenexchange.New(tokenexchange.Config{
 		TokenURL: te.TokenURL, ClientID: te.ClientID, ClientSecret: secret,
 		Audience: te.Audience, Scope: te.Scope, SubjectTokenType: tokenType,
+		KV: kv, Logger: log,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("upstream %q: credentials.token_exchange: %w", u.Name, err)

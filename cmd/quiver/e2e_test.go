@@ -37,6 +37,13 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// No test touches the user's state directory: a quiver started
+	// without state_dir (or a test that reads the default) places it
+	// under this temporary XDG_STATE_HOME, and every child inherits it.
+	if err := os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "xdg-state")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	quiverBin = filepath.Join(dir, "quiver")
 	upstreamBin = filepath.Join(dir, "upstream")
 	for out, pkg := range map[string]string{quiverBin: ".", upstreamBin: "../../testdata/upstream"} {
@@ -298,6 +305,9 @@ func TestE2EStdio(t *testing.T) {
 }
 
 func TestE2EStaticCatalogWithoutConfig(t *testing.T) {
+	// Without a configuration the state directory is the default one:
+	// $XDG_STATE_HOME/quiver, here under the test's own directory.
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	cs := stdioSession(t, "--gateway", "--catalog", "../../runtime/testdata/fleet.json")
 	id := browseFirst(t, cs, "weather forecast for a city")
 	if !strings.HasPrefix(id, "weather:get_forecast#") {
@@ -323,6 +333,9 @@ func TestE2EHTTP(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || h["status"] != "ok" || h["catalog"].(map[string]any)["tool"].(float64) < 10 {
 		t.Fatalf("healthz %d %v", resp.StatusCode, h)
+	}
+	if name, _ := h["state"].(string); name == "" {
+		t.Fatalf("healthz names no state backend: %v", h)
 	}
 	// Each live upstream reports the revision negotiated with it (the
 	// go-sdk test upstreams speak 2026-07-28).

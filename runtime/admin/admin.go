@@ -45,6 +45,7 @@ import (
 
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
+	"github.com/quiver-mcp/quiver/runtime/state"
 )
 
 // Prefix is the path prefix of the admin API.
@@ -337,25 +338,27 @@ func classify(err error) error {
 		return &apiError{status: http.StatusNotFound, code: "not_found", msg: oneLine(err.Error())}
 	case errors.Is(err, policy.ErrApprovalDecided), errors.Is(err, policy.ErrApprovalExpired):
 		return &apiError{status: http.StatusConflict, code: "conflict", msg: oneLine(err.Error())}
+	case errors.Is(err, state.ErrUnavailable), errors.Is(err, policy.ErrIncidentState):
+		return errUnavailable()
 	}
 	return err
 }
 
-// result is the answer of a change: what is now in force, and a warning
-// when it could not be persisted.
-type result struct {
-	OK      bool   `json:"ok"`
-	Warning string `json:"warning,omitempty"`
-	Value   any    `json:"value,omitempty"`
+// errUnavailable is the answer when the shared state cannot be read or
+// written: nothing was changed, and the operator may retry.
+func errUnavailable() error {
+	return &apiError{status: http.StatusServiceUnavailable, code: "state_unavailable", msg: "the state backend is unavailable; nothing was changed"}
 }
 
-// okPersist turns a store error into a result: ErrNotPersisted is a
-// success with a warning (the change is in force; it will not survive a
-// restart).
+// result is the answer of a change: what is now in force.
+type result struct {
+	OK    bool `json:"ok"`
+	Value any  `json:"value,omitempty"`
+}
+
+// okPersist turns a store error into a result: a change that returned no
+// error is stored, and in force in every process sharing the state.
 func okPersist(err error, v any) (result, error) {
-	if errors.Is(err, policy.ErrNotPersisted) {
-		return result{OK: true, Warning: "in force, but not persisted: it will not survive a restart", Value: v}, nil
-	}
 	if err != nil {
 		return result{}, classify(err)
 	}
@@ -385,11 +388,15 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
-func (h *handler) getIncident(*http.Request, caller) (string, int, any, error) {
+func (h *handler) getIncident(r *http.Request, _ caller) (string, int, any, error) {
+	st, err := h.o.Incident.State(r.Context())
+	if err != nil {
+		return "", 0, nil, classify(err)
+	}
 	return "", http.StatusOK, struct {
 		Active bool `json:"active"`
 		policy.IncidentState
-	}{h.o.Incident.Active(), h.o.Incident.State()}, nil
+	}{st.Mode.Active || len(st.Kill) > 0, st}, nil
 }
 
 func (h *handler) enable(r *http.Request, c caller) (string, int, any, error) {
@@ -400,12 +407,16 @@ func (h *handler) enable(r *http.Request, c caller) (string, int, any, error) {
 	if err := decode(r, &body); err != nil {
 		return "", 0, nil, err
 	}
-	res, err := okPersist(h.o.Incident.Enable(c.operator, body.Reason, body.DenyMinRisk), h.o.Incident.State().Mode)
+	if err := h.o.Incident.Enable(r.Context(), c.operator, body.Reason, body.DenyMinRisk); err != nil {
+		return "", 0, nil, classify(err)
+	}
+	st, err := h.o.Incident.State(r.Context())
+	res, err := okPersist(err, st.Mode)
 	return "", http.StatusOK, res, err
 }
 
-func (h *handler) disable(_ *http.Request, _ caller) (string, int, any, error) {
-	res, err := okPersist(h.o.Incident.Disable(), nil)
+func (h *handler) disable(r *http.Request, _ caller) (string, int, any, error) {
+	res, err := okPersist(h.o.Incident.Disable(r.Context()), nil)
 	return "", http.StatusOK, res, err
 }
 
@@ -418,19 +429,19 @@ func (h *handler) addKill(r *http.Request, c caller) (string, int, any, error) {
 		return "", 0, nil, badRequest("by and at are set by the server")
 	}
 	k.By = c.operator
-	added, err := h.o.Incident.AddKill(k)
+	added, err := h.o.Incident.AddKill(r.Context(), k)
 	res, err := okPersist(err, added)
 	return added.ID, http.StatusCreated, res, err
 }
 
 func (h *handler) removeKill(r *http.Request, _ caller) (string, int, any, error) {
 	id := r.PathValue("id")
-	res, err := okPersist(h.o.Incident.RemoveKill(id), nil)
+	res, err := okPersist(h.o.Incident.RemoveKill(r.Context(), id), nil)
 	return id, http.StatusOK, res, err
 }
 
 // revoke handles a POST that revokes by the body field idField.
-func (h *handler) revoke(idField string, fn func(id, by, reason string, until time.Time) error) opFunc {
+func (h *handler) revoke(idField string, fn func(ctx context.Context, id, by, reason string, until time.Time) error) opFunc {
 	return func(r *http.Request, c caller) (string, int, any, error) {
 		var body map[string]json.RawMessage
 		if err := decode(r, &body); err != nil {
@@ -457,15 +468,15 @@ func (h *handler) revoke(idField string, fn func(id, by, reason string, until ti
 		if id == "" {
 			return "", 0, nil, badRequest("%s is required", idField)
 		}
-		res, err := okPersist(fn(id, c.operator, reason, until), nil)
+		res, err := okPersist(fn(r.Context(), id, c.operator, reason, until), nil)
 		return id, http.StatusOK, res, err
 	}
 }
 
-func (h *handler) restore(fn func(id string) error) opFunc {
+func (h *handler) restore(fn func(ctx context.Context, id string) error) opFunc {
 	return func(r *http.Request, _ caller) (string, int, any, error) {
 		id := r.PathValue("id")
-		res, err := okPersist(fn(id), nil)
+		res, err := okPersist(fn(r.Context(), id), nil)
 		return id, http.StatusOK, res, err
 	}
 }
@@ -474,11 +485,14 @@ func errNoApprovals() error {
 	return &apiError{status: http.StatusNotFound, code: "not_found", msg: "approvals are not enabled"}
 }
 
-func (h *handler) listApprovals(*http.Request, caller) (string, int, any, error) {
+func (h *handler) listApprovals(r *http.Request, _ caller) (string, int, any, error) {
 	if h.o.Approvals == nil {
 		return "", 0, nil, errNoApprovals()
 	}
-	pending := h.o.Approvals.Pending()
+	pending, err := h.o.Approvals.Pending(r.Context())
+	if err != nil {
+		return "", 0, nil, classify(err)
+	}
 	if pending == nil {
 		pending = []policy.Approval{}
 	}
@@ -490,7 +504,10 @@ func (h *handler) getApproval(r *http.Request, _ caller) (string, int, any, erro
 		return "", 0, nil, errNoApprovals()
 	}
 	id := r.PathValue("id")
-	a, ok := h.o.Approvals.Get(id)
+	a, ok, err := h.o.Approvals.Get(r.Context(), id)
+	if err != nil {
+		return id, 0, nil, classify(err)
+	}
 	if !ok {
 		return id, 0, nil, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no such approval"}
 	}
@@ -510,7 +527,7 @@ func (h *handler) decide(grant bool) opFunc {
 		if grant {
 			fn = h.o.Approvals.Grant
 		}
-		a, err := fn(id, c.operator, h.o.Now())
+		a, err := fn(r.Context(), id, c.operator, h.o.Now())
 		res, err := okPersist(err, a)
 		return id, http.StatusOK, res, err
 	}

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
+	"github.com/quiver-mcp/quiver/runtime/state"
 )
 
 const (
@@ -33,16 +35,15 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	dir := t.TempDir()
-	in, err := policy.OpenIncident(policy.IncidentOptions{Dir: dir})
+	kv := state.NewMemory(nil)
+	in, err := policy.NewIncident(policy.IncidentOptions{KV: kv})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ap, err := policy.OpenApprovals(policy.ApprovalOptions{Dir: dir})
+	ap, err := policy.NewApprovals(policy.ApprovalOptions{KV: kv})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ap.Close() })
 	v, err := identity.NewVerifier(identity.Config{Issuers: []identity.IssuerConfig{{Name: "corp", Issuer: issuer,
 		Audiences: []string{"quiver-admin"}, Alg: identity.AlgHS256, HS256SecretEnv: "S"}}},
 		identity.Options{Getenv: func(string) string { return jwtSecret }, Revoked: in.Revoked})
@@ -143,14 +144,14 @@ func TestAuthentication(t *testing.T) {
 		t.Fatalf("actions %+v", actions)
 	}
 	// A revoked administrator is refused.
-	if err := e.incident.RevokePrincipal("root", "ops", "", time.Time{}); err != nil {
+	if err := e.incident.RevokePrincipal(context.Background(), "root", "ops", "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if status, _ := e.do(t, "GET", "/admin/v1/incident", jwtFor(t, "root", "quiver-admin"), ""); status != 401 {
 		t.Fatalf("revoked admin: %d", status)
 	}
 	// By principal key too.
-	if err := e.incident.RevokePrincipal("jwt:corp:root2", "ops", "", time.Time{}); err != nil {
+	if err := e.incident.RevokePrincipal(context.Background(), "jwt:corp:root2", "ops", "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if status, _ := e.do(t, "GET", "/admin/v1/incident", jwtFor(t, "root2", "quiver-admin"), ""); status != 401 {
@@ -165,7 +166,7 @@ func TestIncidentEndpoints(t *testing.T) {
 		ToolClass: "write", Risk: "HIGH", SessionID: "s-1", Action: policy.ActionCall}
 	low := high
 	low.Risk, low.ToolClass, low.ToolID = "LOW", "read", "docs:search#2"
-	denied := func(r policy.Request) string { _, why := e.incident.Check(r); return why }
+	denied := func(r policy.Request) string { _, why := e.incident.Check(context.Background(), r); return why }
 
 	// Incident mode on: high risk denied immediately.
 	if s, b := e.do(t, "POST", "/admin/v1/incident", tok, `{"reason":"alert 42"}`); s != 200 || b["ok"] != true {
@@ -271,7 +272,7 @@ func TestIncidentEndpoints(t *testing.T) {
 func TestApprovalEndpoints(t *testing.T) {
 	e := newEnv(t)
 	alice := identity.Principal{Sub: "alice", Issuer: "corp"}
-	req, err := e.approvals.Request(alice, "github:delete_repo#1", "abc")
+	req, err := e.approvals.Request(context.Background(), alice, "github:delete_repo#1", "abc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,20 +291,20 @@ func TestApprovalEndpoints(t *testing.T) {
 	if s, b := e.do(t, "POST", "/admin/v1/approvals/"+req.ID+"/deny", op, ""); s != 409 || b["error"] != "conflict" {
 		t.Fatalf("%d %v", s, b)
 	}
-	if ok, rec := e.approvals.Check(alice, "github:delete_repo#1", "abc"); !ok || rec.DecidedBy != "jwt:corp:ops-lead" {
+	if ok, rec, _ := e.approvals.Check(context.Background(), alice, "github:delete_repo#1", "abc"); !ok || rec.DecidedBy != "jwt:corp:ops-lead" {
 		t.Fatal("grant did not reach the store")
 	}
 	if s, _ := e.do(t, "POST", "/admin/v1/approvals/nope/grant", op, ""); s != 404 {
 		t.Fatal(s)
 	}
-	r2, _ := e.approvals.Request(alice, "github:delete_repo#1", "def")
+	r2, _ := e.approvals.Request(context.Background(), alice, "github:delete_repo#1", "def")
 	if s, b := e.do(t, "POST", "/admin/v1/approvals/"+r2.ID+"/deny", adminToken, `{}`); s != 200 || b["value"].(map[string]any)["status"] != "denied" {
 		t.Fatalf("%d %v", s, b)
 	}
 }
 
 func TestNewValidates(t *testing.T) {
-	in, _ := policy.OpenIncident(policy.IncidentOptions{})
+	in, _ := policy.NewIncident(policy.IncidentOptions{KV: state.NewMemory(nil)})
 	for _, o := range []Options{
 		{},
 		{Incident: in},

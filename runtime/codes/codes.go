@@ -32,6 +32,7 @@ const (
 	PromptNotFound   = "PROMPT_NOT_FOUND"
 	Internal         = "INTERNAL"
 	ResultTooLarge   = "RESULT_TOO_LARGE"
+	StateUnavailable = "STATE_UNAVAILABLE"
 )
 
 // Codes of the upstream-error taxonomy (spec 003 §3.4), classified by
@@ -192,6 +193,8 @@ var table = []Info{
 		Description: "the gateway failed; the cause is in the server log"},
 	{Code: ResultTooLarge, Origin: Quiver, Receipt: AllowError, JSONRPC: internalError,
 		Description: "the result exceeds the artifact store's quota; nothing of it is returned or kept"},
+	{Code: StateUnavailable, Retryable: true, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
+		Description: "the state backend (embedded store or Redis) cannot be reached; the call was refused before anything was done (fail closed)"},
 
 	{Code: UpstreamError, Origin: Upstream, Receipt: AllowError, JSONRPC: internalError,
 		Description: "the upstream failed the call in any other way, including a JSON-RPC error it answered"},

@@ -43,6 +43,7 @@ func build(t *tree, baseDir string) (*Config, error) {
 
 	c.listen(&cfg.Listen)
 	cfg.StateDir = c.stateDir(cfg.StateDir)
+	c.state(&cfg.State)
 	c.upstreams(cfg.Upstreams)
 	for i, g := range cfg.Registry {
 		ptr := "/registry/" + strconv.Itoa(i)
@@ -510,6 +511,56 @@ func (c *checker) tokenExchange(ptr string, te *TokenExchange) {
 	default:
 		c.fail(ptr+"/subject_token_type", "must be %q or %q", SubjectTokenAccessToken, SubjectTokenJWT)
 	}
+}
+
+// state checks the state section: a redis backend needs a redis:// or
+// rediss:// URL without a password in it. A password_env naming an unset
+// variable is reported at start (Redis.ResolvePassword), not here.
+func (c *checker) state(s *State) {
+	switch s.Backend {
+	case StateEmbedded, StateRedis:
+	default:
+		c.fail("/state/backend", "must be %q or %q", StateEmbedded, StateRedis)
+		return
+	}
+	if s.Redis.TLS.CAFile != "" {
+		s.Redis.TLS.CAFile = c.path("/state/redis/tls/ca_file", s.Redis.TLS.CAFile)
+	}
+	if s.Backend != StateRedis {
+		return
+	}
+	ptr := "/state/redis/url"
+	if s.Redis.URL == "" {
+		switch {
+		case c.has(ptr):
+		case c.has("/state/redis"):
+			ptr = "/state/redis"
+		default:
+			ptr = "/state/backend"
+		}
+		c.fail(ptr, "backend redis needs state.redis.url (redis://host:port/db or rediss://...)")
+		return
+	}
+	u, err := url.Parse(s.Redis.URL)
+	switch {
+	case err != nil:
+		c.fail(ptr, "is not a valid URL")
+	case u.Scheme != "redis" && u.Scheme != "rediss":
+		c.fail(ptr, "must be a redis:// or rediss:// URL")
+	case u.Host == "" || u.Hostname() == "":
+		c.fail(ptr, "has no host")
+	case hasPassword(u):
+		c.fail(ptr, "a password in the URL is not allowed; name an environment variable with state.redis.password_env")
+	}
+	if !s.Redis.TLS.IsZero() && u != nil && u.Scheme != "rediss" {
+		c.fail("/state/redis/tls", "applies to rediss:// URLs only")
+	}
+}
+
+// hasPassword reports whether u carries a password.
+func hasPassword(u *url.URL) bool {
+	_, ok := u.User.Password()
+	return ok
 }
 
 // reservedHeader reports whether the MCP transport owns header k

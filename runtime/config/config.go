@@ -18,6 +18,8 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -143,7 +145,11 @@ type Config struct {
 	// StateDir is the absolute state directory (artifacts, idempotency
 	// records, receipts); "" only when neither $XDG_STATE_HOME nor the home
 	// directory is known (Default, FromCatalog).
-	StateDir  string     `json:"state_dir" yaml:"state_dir"`
+	StateDir string `json:"state_dir" yaml:"state_dir"`
+	// State chooses where the state shared by every quiver process and
+	// replica lives (idempotency records, incident state, approvals, rate
+	// limit windows, caches, artifacts).
+	State     State      `json:"state" yaml:"state"`
 	Upstreams []Upstream `json:"upstreams" yaml:"upstreams"`
 	// Registry holds absolute glob paths of tool_registry manifests.
 	Registry []string `json:"registry" yaml:"registry"`
@@ -233,8 +239,76 @@ type Receipts struct {
 
 // Incident configures the incident state.
 type Incident struct {
-	// Persist keeps the state under state_dir/incident.
+	// Persist keeps the state in the state backend, shared by every
+	// process and replica; false keeps it in this process's memory only.
 	Persist bool `json:"persist" yaml:"persist"`
+}
+
+// StateBackend names a state backend.
+type StateBackend string
+
+// State backends.
+const (
+	// StateEmbedded keeps the state under state_dir, shared by every
+	// quiver process of the machine that uses the same state_dir.
+	StateEmbedded StateBackend = "embedded"
+	// StateRedis keeps the state in a Redis server shared by replicas.
+	StateRedis StateBackend = "redis"
+)
+
+// DefaultRedisKeyPrefix prefixes every key quiver writes to Redis.
+const DefaultRedisKeyPrefix = "quiver:"
+
+// State chooses the state backend.
+type State struct {
+	Backend StateBackend `json:"backend" yaml:"backend"`
+	// Redis configures the redis backend; its URL is required with it.
+	Redis Redis `json:"redis,omitzero" yaml:"redis,omitempty"`
+}
+
+// Redis is how quiver reaches its Redis server.
+type Redis struct {
+	// URL is redis://[user@]host:port/db or rediss:// (TLS); it carries
+	// no password (see PasswordEnv).
+	URL string `json:"url" yaml:"url"`
+	// PasswordEnv names the environment variable that holds the password;
+	// it is resolved at start (ResolvePassword).
+	PasswordEnv string `json:"password_env,omitempty" yaml:"password_env,omitempty"`
+	// TLS configures TLS toward the server (with rediss:// URLs).
+	TLS RedisTLS `json:"tls,omitzero" yaml:"tls,omitempty"`
+	// KeyPrefix prefixes every key (default DefaultRedisKeyPrefix), so
+	// that several fleets can share one server.
+	KeyPrefix string `json:"key_prefix" yaml:"key_prefix"`
+}
+
+// RedisTLS configures TLS toward the Redis server.
+type RedisTLS struct {
+	// CAFile is the absolute path of a PEM bundle of the CAs to trust
+	// (default: the system's).
+	CAFile string `json:"ca_file,omitempty" yaml:"ca_file,omitempty"`
+	// ServerName overrides the name checked in the server's certificate.
+	ServerName string `json:"server_name,omitempty" yaml:"server_name,omitempty"`
+}
+
+// IsZero reports whether no TLS setting is made.
+func (t RedisTLS) IsZero() bool { return t.CAFile == "" && t.ServerName == "" }
+
+// ErrRedisPassword is returned by ResolvePassword for a password_env that
+// names an unset variable.
+var ErrRedisPassword = errors.New("state.redis.password_env: environment variable is not set")
+
+// ResolvePassword returns the Redis password from the environment: "" when
+// no password_env is set, an error matching ErrRedisPassword when it
+// names an unset or empty variable. The value never appears in errors.
+func (r Redis) ResolvePassword(getenv func(string) (string, bool)) (string, error) {
+	if r.PasswordEnv == "" {
+		return "", nil
+	}
+	v, ok := getenv(r.PasswordEnv)
+	if !ok || v == "" {
+		return "", fmt.Errorf("%w: %s", ErrRedisPassword, r.PasswordEnv)
+	}
+	return v, nil
 }
 
 // Admin configures the operator API; it is mounted when TokenEnv or Claim
@@ -576,6 +650,7 @@ func Default() *Config {
 		Policy:    Policy{WatchInterval: DefaultPolicyWatchInterval},
 		Approvals: Approvals{TTL: DefaultApprovalTTL, MaxPending: DefaultApprovalMaxPending},
 		Incident:  Incident{Persist: true},
+		State:     State{Backend: StateEmbedded, Redis: Redis{KeyPrefix: DefaultRedisKeyPrefix}},
 		Log:       Log{Level: "info", Format: "text"},
 		Timing:    DefaultTiming(),
 	}

@@ -116,6 +116,8 @@ func TestFullExample(t *testing.T) {
 				ToolPrefix: "fixtures__", Enabled: false,
 			},
 		},
+		State: State{Backend: StateRedis, Redis: Redis{URL: "rediss://redis.internal:6380/2", PasswordEnv: "QUIVER_REDIS_PASSWORD",
+			TLS: RedisTLS{CAFile: "/etc/quiver/certs/redis-ca.pem", ServerName: "redis.internal"}, KeyPrefix: "fleet-a:"}},
 		Registry:  []string{"/etc/quiver/registries/*.json", "/opt/quiver/registry/*.yaml"},
 		Browse:    Browse{TopK: 25, CacheStable: true, MaxChildren: 40},
 		Firewall:  Firewall{MaxInlineTokens: 1200, Enabled: false, OffFor: []string{"files:read_*", "echo"}},
@@ -195,7 +197,7 @@ func TestJSONInput(t *testing.T) {
 		t.Fatalf("$schema key: %v", err)
 	}
 	_, err = Parse("q.json", []byte("{\n\t\"mode\": \"direct\",\n\t\"bogus\": 1\n}"), "/")
-	assertErr(t, err, "q.json:3:2: bogus: unknown key; allowed: admin, approvals, artifacts, auth, browse, cache, environment, expose, firewall, incident, listen, log, mode, policy, principals, rate_limits, receipts, registry, retry, schema, state_dir, tolerant_args, upstreams")
+	assertErr(t, err, "q.json:3:2: bogus: unknown key; allowed: admin, approvals, artifacts, auth, browse, cache, environment, expose, firewall, incident, listen, log, mode, policy, principals, rate_limits, receipts, registry, retry, schema, state, state_dir, tolerant_args, upstreams")
 }
 
 func TestDefaults(t *testing.T) {
@@ -467,6 +469,12 @@ func TestInvalid(t *testing.T) {
 		{"shell string", "upstreams: [{name: a, command: ['npx -y srv']}]",
 			`quiver.yaml:1:33: upstreams[0].command[0]: is one string with spaces; write the argv as a list, e.g. [npx, -y, "@scope/server"] (no shell is involved)`},
 		{"url scheme", "upstreams: [{name: a, url: 'ftp://h'}]", "quiver.yaml:1:23: upstreams[0].url: must be an http:// or https:// URL"},
+		{"redis without url", "state: {backend: redis}", "quiver.yaml:1:9: state.backend: backend redis needs state.redis.url (redis://host:port/db or rediss://...)"},
+		{"redis empty url", "state:\n  backend: redis\n  redis: {key_prefix: x}", "quiver.yaml:3:3: state.redis: backend redis needs state.redis.url (redis://host:port/db or rediss://...)"},
+		{"redis url scheme", "state: {backend: redis, redis: {url: 'http://h:6379'}}", "quiver.yaml:1:33: state.redis.url: must be a redis:// or rediss:// URL"},
+		{"redis url password", "state: {backend: redis, redis: {url: 'redis://:pw@h:6379/0'}}", "quiver.yaml:1:33: state.redis.url: a password in the URL is not allowed; name an environment variable with state.redis.password_env"},
+		{"redis tls without rediss", "state: {backend: redis, redis: {url: 'redis://h', tls: {server_name: h}}}", "quiver.yaml:1:51: state.redis.tls: applies to rediss:// URLs only"},
+		{"state backend", "state: {backend: etcd}", "quiver.yaml:1:9: state.backend: must be one of embedded, redis"},
 		{"url host", "upstreams: [{name: a, url: 'http:///mcp'}]", "quiver.yaml:1:23: upstreams[0].url: has no host"},
 		{"env on url", "upstreams: [{name: a, url: 'http://h', env: {A: b}}]", "quiver.yaml:1:40: upstreams[0].env: is only valid with command"},
 		{"dir on catalog", "upstreams: [{name: a, catalog: c, dir: d}]", "quiver.yaml:1:35: upstreams[0].dir: is only valid with command"},

@@ -39,6 +39,10 @@ func (c *Config) printable() Config {
 	if p.Principals == nil {
 		p.Principals = map[string]Principal{}
 	}
+	if p.State.Redis == (Redis{KeyPrefix: DefaultRedisKeyPrefix}) {
+		// Nothing of redis is set: the section is left out.
+		p.State.Redis = Redis{}
+	}
 	return p
 }
 

@@ -3,10 +3,16 @@ package controls
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/state"
+	"github.com/quiver-mcp/quiver/runtime/state/statetest"
 )
 
 type codeErr string
@@ -132,6 +138,7 @@ func TestCache(t *testing.T) {
 }
 
 func TestRateLimiter(t *testing.T) {
+	ctx := context.Background()
 	now := time.Unix(1000, 0)
 	clock := func() time.Time { return now }
 	l := NewRateLimiter(map[string]Limit{
@@ -140,7 +147,7 @@ func TestRateLimiter(t *testing.T) {
 		"tool:github:*":   {PerSession: 1},
 		"tool_view":       {},
 		"tool:unused#abc": {PerMinute: 1},
-	}, clock)
+	}, nil, clock)
 	s1, s2 := "s1", "s2"
 	type call struct {
 		sess        any
@@ -166,7 +173,7 @@ func TestRateLimiter(t *testing.T) {
 		{sess: s1, meta: "tool_hydrate"},                                                                                   // not configured
 	} {
 		now = now.Add(c.advance)
-		d := l.Take(c.sess, c.meta, c.tool)
+		d := l.Take(ctx, c.sess, fmt.Sprint(c.sess), c.meta, c.tool)
 		switch {
 		case c.scope == "" && d != nil:
 			t.Fatalf("call %d refused: %+v", i, d)
@@ -179,35 +186,37 @@ func TestRateLimiter(t *testing.T) {
 	// A refused call counted nothing; Check counts nothing either.
 	s3 := "s3"
 	for i := 0; i < 10; i++ {
-		if d := l.Check(s3, "tool_execute", "math:add"); d != nil {
+		if d := l.Check(ctx, s3, s3, "tool_execute", "math:add"); d != nil {
 			t.Fatalf("check %d: %+v", i, d)
 		}
 	}
 	var none *RateLimiter
-	if none.Take(s1, "tool_execute", "x") != nil || NewRateLimiter(nil, nil) != nil {
+	if none.Take(ctx, s1, s1, "tool_execute", "x") != nil || NewRateLimiter(nil, nil, nil) != nil {
 		t.Fatal("no limits must admit everything")
 	}
 }
 
 func TestRateLimiterRetryAfter(t *testing.T) {
+	ctx := context.Background()
 	now := time.Unix(0, 0)
-	l := NewRateLimiter(map[string]Limit{"tool_execute": {PerMinute: 2}}, func() time.Time { return now })
-	l.Take(nil, "tool_execute", "")
+	l := NewRateLimiter(map[string]Limit{"tool_execute": {PerMinute: 2}}, nil, func() time.Time { return now })
+	l.Take(ctx, nil, "p", "tool_execute", "")
 	now = now.Add(20 * time.Second)
-	l.Take(nil, "tool_execute", "")
+	l.Take(ctx, nil, "p", "tool_execute", "")
 	now = now.Add(10 * time.Second)
-	d := l.Take(nil, "tool_execute", "")
+	d := l.Take(ctx, nil, "p", "tool_execute", "")
 	if d == nil || d.RetryAfter != 30*time.Second {
 		t.Fatalf("%+v", d)
 	}
 	now = now.Add(d.RetryAfter)
-	if d := l.Take(nil, "tool_execute", ""); d != nil {
+	if d := l.Take(ctx, nil, "p", "tool_execute", ""); d != nil {
 		t.Fatalf("after retry_after: %+v", d)
 	}
 }
 
 func TestRateLimiterConcurrent(t *testing.T) {
-	l := NewRateLimiter(map[string]Limit{"tool_execute": {PerSession: 50}}, nil)
+	ctx := context.Background()
+	l := NewRateLimiter(map[string]Limit{"tool_execute": {PerSession: 50}}, nil, nil)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	ok := 0
@@ -215,7 +224,7 @@ func TestRateLimiterConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if l.Take("s", "tool_execute", "") == nil {
+			if l.Take(ctx, "s", "p", "tool_execute", "") == nil {
 				mu.Lock()
 				ok++
 				mu.Unlock()
@@ -229,12 +238,72 @@ func TestRateLimiterConcurrent(t *testing.T) {
 }
 
 func TestRateLimiterSessionBound(t *testing.T) {
-	l := NewRateLimiter(map[string]Limit{"tool_execute": {PerSession: 1}}, nil)
+	ctx := context.Background()
+	l := NewRateLimiter(map[string]Limit{"tool_execute": {PerSession: 1}}, nil, nil)
 	for i := 0; i < MaxSessions+10; i++ {
-		l.Take(i, "tool_execute", "")
+		l.Take(ctx, i, "p", "tool_execute", "")
 	}
 	if len(l.sessions) > MaxSessions {
 		t.Fatalf("%d sessions kept", len(l.sessions))
+	}
+}
+
+// TestRateLimiterShared: two limiters on one KV are two replicas: a
+// principal's per-minute window is one, whichever replica counts a call;
+// session caps stay per process.
+func TestRateLimiterShared(t *testing.T) {
+	ctx := context.Background()
+	kv := state.NewMemory(nil)
+	limits := map[string]Limit{"tool_execute": {PerMinute: 5, PerSession: 100}}
+	a, b := NewRateLimiter(limits, kv, nil), NewRateLimiter(limits, kv, nil)
+	var admitted atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 20 {
+		l := a
+		if i%2 == 1 {
+			l = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if l.Take(ctx, fmt.Sprint("s", i), "alice", "tool_execute", "") == nil {
+				admitted.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := admitted.Load(); n != 5 {
+		t.Fatalf("%d calls admitted by a limit of 5 per minute", n)
+	}
+	if d := b.Take(ctx, "s", "bob", "tool_execute", ""); d != nil {
+		t.Fatalf("another principal shares alice's window: %+v", d)
+	}
+}
+
+// TestRateLimiterUnavailable: a limiter that cannot reach its windows
+// refuses (fail closed) and says why; session caps alone need no KV.
+func TestRateLimiterUnavailable(t *testing.T) {
+	ctx := context.Background()
+	kv := statetest.NewFailing(state.NewMemory(nil))
+	kv.SetDown(true)
+	l := NewRateLimiter(map[string]Limit{"tool_execute": {PerMinute: 5, PerSession: 1}, "tool_view": {PerSession: 1}}, kv, nil)
+	for _, take := range []bool{true, false} {
+		d := l.Check(ctx, "s", "alice", "tool_execute", "")
+		if take {
+			d = l.Take(ctx, "s", "alice", "tool_execute", "")
+		}
+		if d == nil || !errors.Is(d.Err, state.ErrUnavailable) {
+			t.Fatalf("take=%v: %+v", take, d)
+		}
+	}
+	// The refused call gave its session count back.
+	kv.SetDown(false)
+	if d := l.Take(ctx, "s", "alice", "tool_execute", ""); d != nil {
+		t.Fatalf("after recovery: %+v", d)
+	}
+	kv.SetDown(true)
+	if d := l.Take(ctx, "s", "alice", "tool_view", ""); d != nil {
+		t.Fatalf("a session cap needs no KV: %+v", d)
 	}
 }
 

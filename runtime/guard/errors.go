@@ -15,7 +15,7 @@
 //     capability, and runs the document guards: content at the manifest's
 //     JSON pointers is extracted, decoded, bounded and hashed before the call
 //     and after it.
-//   - IdempotencyStore: durable idempotency records (Badger), so a repeated
+//   - IdempotencyStore: idempotency records on a state.KV shared by every process, so a repeated
 //     write with the same key and arguments returns the stored result
 //     instead of running again.
 //

@@ -2,19 +2,22 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/quiver-mcp/quiver/runtime/codes"
+	"github.com/quiver-mcp/quiver/runtime/state"
+	"github.com/quiver-mcp/quiver/runtime/state/statetest"
 )
 
 func openMem(t *testing.T) *IdempotencyStore {
 	t.Helper()
-	s, err := OpenIdempotency(IdempotencyOptions{InMemory: true})
+	s, err := NewIdempotency(IdempotencyOptions{KV: state.NewMemory(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
 	return s
 }
 
@@ -111,15 +114,21 @@ func TestIdempotencyLifecycle(t *testing.T) {
 	}
 }
 
-// TestIdempotencyConcurrent: of many simultaneous calls with one key,
-// exactly one gets the reservation.
+// TestIdempotencyConcurrent: of 64 simultaneous calls with one key,
+// spread over 4 stores on one KV (4 processes), exactly one gets the
+// reservation.
 func TestIdempotencyConcurrent(t *testing.T) {
-	s := openMem(t)
+	kv := state.NewMemory(nil)
+	stores := make([]*IdempotencyStore, 4)
+	for i := range stores {
+		stores[i], _ = NewIdempotency(IdempotencyOptions{KV: kv})
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	fresh := 0
-	for i := 0; i < 16; i++ {
+	for i := 0; i < 64; i++ {
 		wg.Add(1)
+		s := stores[i%len(stores)]
 		go func() {
 			defer wg.Done()
 			r, refusal, err := s.Begin(context.Background(), "p", "k", "f")
@@ -142,38 +151,80 @@ func TestIdempotencyConcurrent(t *testing.T) {
 	}
 }
 
-// TestIdempotencyDurable: records survive a reopen; a reservation left
-// pending by a process that died is an unknown outcome, never re-sent.
-func TestIdempotencyDurable(t *testing.T) {
+// TestIdempotencyShared: a record made through one store is seen by
+// another on the same KV (another process): replayed when finished, in
+// progress while pending, and a finish whose record vanished is reported.
+func TestIdempotencyShared(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := OpenIdempotency(IdempotencyOptions{Dir: dir})
-	if err != nil {
+	kv := state.NewMemory(nil)
+	a, _ := NewIdempotency(IdempotencyOptions{KV: kv})
+	b, _ := NewIdempotency(IdempotencyOptions{KV: kv})
+	done, _, _ := a.Begin(ctx, "p", "done", "f")
+	if err := a.Complete(ctx, done, []byte(`{"x":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	done, _, _ := s.Begin(ctx, "p", "done", "f")
-	if err := s.Complete(ctx, done, []byte(`{"x":1}`)); err != nil {
-		t.Fatal(err)
+	r, refusal, err := b.Begin(ctx, "p", "done", "f")
+	if err != nil || refusal != nil || string(r.Replay) != `{"x":1}` {
+		t.Fatalf("replay through b: %v %v %v", r, refusal, err)
 	}
-	if _, refusal, _ := s.Begin(ctx, "p", "pending", "f"); refusal != nil {
+	pending, refusal, _ := a.Begin(ctx, "p", "pending", "f")
+	if refusal != nil {
 		t.Fatal(refusal)
 	}
-	if err := s.Close(); err != nil {
+	if _, refusal, _ := b.Begin(ctx, "p", "pending", "f"); refusal == nil || refusal.Code != codes.IdempotencyKeyInProgress {
+		t.Fatalf("pending in a: %v", refusal)
+	}
+	if err := kv.Delete(ctx, recordKey("p", "pending")); err != nil {
 		t.Fatal(err)
 	}
-	s, err = OpenIdempotency(IdempotencyOptions{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
+	if err := a.Complete(ctx, pending, []byte(`{}`)); !errors.Is(err, ErrReservationLost) {
+		t.Fatalf("complete of a lost reservation: %v", err)
 	}
-	defer s.Close()
-	r, refusal, err := s.Begin(ctx, "p", "done", "f")
-	if err != nil || refusal != nil || string(r.Replay) != `{"x":1}` {
-		t.Fatalf("after reopen: %v %v %v", r, refusal, err)
-	}
-	if _, refusal, _ := s.Begin(ctx, "p", "pending", "f"); refusal == nil || refusal.Code != codes.IdempotencyOutcomeUnknown {
-		t.Fatalf("pending of a dead process: %v", refusal)
-	}
-	if _, err := OpenIdempotency(IdempotencyOptions{}); err == nil {
-		t.Fatal("opened without a directory")
+	if err := a.Complete(ctx, r, []byte(`{}`)); err == nil {
+		t.Fatal("completed a replay")
 	}
 }
+
+// TestIdempotencyStalePending: a reservation still pending after the
+// pending timeout was left by a process that died mid-call: its outcome is
+// unknown, and it is never dispatched again.
+func TestIdempotencyStalePending(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	s, _ := NewIdempotency(IdempotencyOptions{KV: state.NewMemory(clock), PendingTimeout: time.Minute, Now: clock})
+	if _, refusal, _ := s.Begin(ctx, "p", "k", "f"); refusal != nil {
+		t.Fatal(refusal)
+	}
+	if _, refusal, _ := s.Begin(ctx, "p", "k", "f"); refusal == nil || refusal.Code != codes.IdempotencyKeyInProgress {
+		t.Fatalf("within the timeout: %v", refusal)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, refusal, _ := s.Begin(ctx, "p", "k", "f"); refusal == nil || refusal.Code != codes.IdempotencyOutcomeUnknown {
+		t.Fatalf("past the timeout: %v", refusal)
+	}
+}
+
+// TestIdempotencyUnavailable: a store that cannot be reached reserves
+// nothing and says so with state.ErrUnavailable.
+func TestIdempotencyUnavailable(t *testing.T) {
+	ctx := context.Background()
+	kv := statetest.NewFailing(state.NewMemory(nil))
+	s, _ := NewIdempotency(IdempotencyOptions{KV: kv})
+	r, _, _ := s.Begin(ctx, "p", "k", "f")
+	kv.SetDown(true)
+	for name, err := range map[string]error{
+		"begin":    second(s.Begin(ctx, "p", "k2", "f")),
+		"peek":     func() error { _, _, err := s.Peek(ctx, "p", "k", "f"); return err }(),
+		"complete": s.Complete(ctx, r, []byte(`{}`)),
+	} {
+		if !errors.Is(err, state.ErrUnavailable) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := NewIdempotency(IdempotencyOptions{}); err == nil {
+		t.Fatal("made a store without a KV")
+	}
+}
+
+func second(_ *Reservation, _ *Error, err error) error { return err }

@@ -105,9 +105,10 @@ type Options struct {
 	// its jti ("" when the token has none) and its subject, then once more
 	// with the principal key ([Principal.Key], "jwt:<issuer>:<sub>") in
 	// place of the subject, so that a revocation list may name either;
-	// true refuses the token with ReasonRevoked. It must be fast and safe
-	// for concurrent use (policy.Incident.Revoked is).
-	Revoked func(jti, sub string) bool
+	// true refuses the token with ReasonRevoked. It must be fast, safe
+	// for concurrent use and fail closed: true when it cannot tell
+	// (policy.Incident.Revoked is all three).
+	Revoked func(ctx context.Context, jti, sub string) bool
 	// Logger receives JWKS load failures (default: discarded).
 	Logger *slog.Logger
 }
@@ -120,7 +121,7 @@ type Verifier struct {
 	issuers  map[string]*issuer // by iss claim
 	maxBytes int
 	now      func() time.Time
-	revoked  func(jti, sub string) bool
+	revoked  func(ctx context.Context, jti, sub string) bool
 }
 
 // issuer is one configured issuer, ready to verify.
@@ -273,7 +274,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) 
 	if err != nil {
 		return Principal{}, err
 	}
-	if v.revoked != nil && (v.revoked(p.JTI, p.Sub) || v.revoked(p.JTI, p.Key())) {
+	if v.revoked != nil && (v.revoked(ctx, p.JTI, p.Sub) || v.revoked(ctx, p.JTI, p.Key())) {
 		return Principal{}, tokenErr(ReasonRevoked, ErrRevoked)
 	}
 	return p, nil

@@ -62,7 +62,7 @@ func newFixture(t testing.TB) *fixture {
 			return ""
 		},
 		Now: f.clock.Now,
-		Revoked: func(jti, sub string) bool {
+		Revoked: func(_ context.Context, jti, sub string) bool {
 			_, a := f.revoked.Load(jti)
 			_, b := f.revoked.Load("sub:" + sub)
 			return a || b

@@ -1,18 +1,18 @@
 package policy
 
 import (
-	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/quiver-mcp/quiver/runtime/identity"
+	"github.com/quiver-mcp/quiver/runtime/state"
 )
 
 // DefaultApprovalTTL is how long a pending approval waits for an operator,
@@ -22,8 +22,14 @@ const DefaultApprovalTTL = 15 * time.Minute
 // DefaultMaxPending bounds the pending approvals of one principal.
 const DefaultMaxPending = 100
 
-// approvalsFile is the journal of an approval store's directory.
-const approvalsFile = "approvals.jsonl"
+// Keys of the approval store in its state.KV.
+const (
+	// approvalPrefix + id holds one approval as JSON.
+	approvalPrefix = "approval/"
+	// approvalCallPrefix + sha256(principal key, tool, args hash) holds
+	// the id of the newest approval for that call.
+	approvalCallPrefix = "approval-call/"
+)
 
 // Errors of the approval store.
 var (
@@ -31,7 +37,6 @@ var (
 	ErrApprovalExpired  = errors.New("approval expired")
 	ErrApprovalDecided  = errors.New("approval already decided")
 	ErrTooManyPending   = errors.New("too many pending approvals for this principal")
-	ErrNotPersisted     = errors.New("change applied in memory but not persisted")
 )
 
 // ApprovalStatus is the state of an approval.
@@ -71,10 +76,9 @@ func (a Approval) Expired(now time.Time) bool {
 
 // ApprovalOptions configure an approval store.
 type ApprovalOptions struct {
-	// Dir, when set, persists approvals as a JSONL journal
-	// (Dir/approvals.jsonl) that survives restarts; "" keeps them in
-	// memory.
-	Dir string
+	// KV holds the approvals; every process sharing it shares them.
+	// Required.
+	KV state.KV
 	// TTL of pending and of granted approvals (default 15 min).
 	TTL time.Duration
 	// MaxPending bounds the pending approvals of one principal (default
@@ -86,23 +90,24 @@ type ApprovalOptions struct {
 
 // Approvals is the approval store. A call whose decision is
 // require_approval asks for an approval with Request; an operator grants
-// it (Grant, through the admin API); the principal's retried call, with
-// the same tool and the same argument hash, then passes Check exactly
-// once. Approvals are single-use with a TTL: a granted approval is
-// consumed by the first Check that finds it, and lapses unused TTL after
-// the grant; a pending one lapses TTL after the request. It is safe for
+// it (Grant, through the admin API of any process); the principal's
+// retried call, with the same tool and the same argument hash, then passes
+// Check exactly once, across every process sharing the KV: consuming is a
+// Swap of the granted record for the used one. Approvals are single-use
+// with a TTL: a granted approval is consumed by the first Check that finds
+// it, and lapses unused TTL after the grant; a pending one lapses TTL
+// after the request. Every method that reads the KV returns its error
+// (state.ErrUnavailable among others): callers deny. It is safe for
 // concurrent use and holds no goroutine.
 type Approvals struct {
-	o       ApprovalOptions
-	mu      sync.Mutex
-	byID    map[string]*Approval
-	journal *os.File // nil in memory
-	swept   time.Time
+	o ApprovalOptions
 }
 
-// OpenApprovals opens the store, replaying and compacting its journal
-// when Dir is set.
-func OpenApprovals(o ApprovalOptions) (*Approvals, error) {
+// NewApprovals returns the store on o.KV.
+func NewApprovals(o ApprovalOptions) (*Approvals, error) {
+	if o.KV == nil {
+		return nil, errors.New("approvals: KV is required")
+	}
 	if o.TTL <= 0 {
 		o.TTL = DefaultApprovalTTL
 	}
@@ -112,291 +117,253 @@ func OpenApprovals(o ApprovalOptions) (*Approvals, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	a := &Approvals{o: o, byID: map[string]*Approval{}}
-	if o.Dir == "" {
-		return a, nil
+	return &Approvals{o: o}, nil
+}
+
+// keep is how long a record stays in the KV: while it is pending or
+// granted plus TTL, or TTL after it was decided or used (so that
+// operators and retries can still see what happened).
+func (a *Approvals) keep(rec *Approval, now time.Time) time.Duration {
+	end := rec.ExpiresAt.Add(a.o.TTL)
+	switch rec.Status {
+	case ApprovalDenied, ApprovalUsed:
+		end = now.Add(a.o.TTL)
 	}
-	if err := os.MkdirAll(o.Dir, 0o700); err != nil {
+	if d := end.Sub(now); d > time.Second {
+		return d
+	}
+	return time.Second
+}
+
+func callKey(principalKey, toolID, argsHash string) string {
+	h := sha256.New()
+	for _, s := range []string{principalKey, toolID, argsHash} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return approvalCallPrefix + hex.EncodeToString(h.Sum(nil))
+}
+
+// get reads approval id: the record, its stored bytes, whether it exists.
+func (a *Approvals) get(ctx context.Context, id string) (Approval, []byte, bool, error) {
+	var rec Approval
+	if id == "" || len(id) > 128 {
+		return rec, nil, false, nil
+	}
+	raw, err := a.o.KV.Get(ctx, approvalPrefix+id)
+	if errors.Is(err, state.ErrNotFound) {
+		return rec, nil, false, nil
+	}
+	if err != nil {
+		return rec, nil, false, fmt.Errorf("approvals: %w", err)
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return rec, nil, false, fmt.Errorf("approvals: record %s: %w", id, err)
+	}
+	return rec, raw, true, nil
+}
+
+// find returns the newest approval for (principal, tool, args) when it is
+// pending or granted and not expired, with its stored bytes.
+func (a *Approvals) find(ctx context.Context, key, toolID, argsHash string, now time.Time) (Approval, []byte, bool, error) {
+	id, err := a.o.KV.Get(ctx, callKey(key, toolID, argsHash))
+	if errors.Is(err, state.ErrNotFound) {
+		return Approval{}, nil, false, nil
+	}
+	if err != nil {
+		return Approval{}, nil, false, fmt.Errorf("approvals: %w", err)
+	}
+	rec, raw, ok, err := a.get(ctx, string(id))
+	if err != nil || !ok {
+		return Approval{}, nil, false, err
+	}
+	if rec.PrincipalKey != key || rec.ToolID != toolID || rec.ArgsHash != argsHash || rec.Expired(now) ||
+		(rec.Status != ApprovalPending && rec.Status != ApprovalGranted) {
+		return Approval{}, nil, false, nil
+	}
+	return rec, raw, true, nil
+}
+
+// all returns every stored approval (up to state.MaxScan).
+func (a *Approvals) all(ctx context.Context) ([]Approval, error) {
+	entries, err := a.o.KV.Scan(ctx, approvalPrefix, state.MaxScan)
+	if err != nil {
 		return nil, fmt.Errorf("approvals: %w", err)
 	}
-	path := filepath.Join(o.Dir, approvalsFile)
-	if err := a.replay(path); err != nil {
-		return nil, err
-	}
-	if err := a.compact(path); err != nil {
-		return nil, err
-	}
-	return a, nil
-}
-
-// replay reads the journal: the last record of each id wins. A torn last
-// line (a crash mid-write) is ignored; a bad line elsewhere is an error.
-func (a *Approvals) replay(path string) error {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("approvals: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	line := 0
-	var bad error
-	for sc.Scan() {
-		line++
-		if bad != nil {
-			return bad
-		}
+	out := make([]Approval, 0, len(entries))
+	for _, e := range entries {
 		var rec Approval
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil || rec.ID == "" {
-			bad = fmt.Errorf("approvals: %s line %d is not an approval record", path, line)
-			continue
-		}
-		a.byID[rec.ID] = &rec
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("approvals: reading %s: %w", path, err)
-	}
-	return nil
-}
-
-// compact rewrites the journal with the live approvals only and opens it
-// for appending.
-func (a *Approvals) compact(path string) error {
-	now := a.o.Now()
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("approvals: %w", err)
-	}
-	w := bufio.NewWriter(f)
-	for id, rec := range a.byID {
-		if !a.live(rec, now) {
-			delete(a.byID, id)
-			continue
-		}
-		b, _ := json.Marshal(rec)
-		_, _ = w.Write(append(b, '\n'))
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("approvals: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("approvals: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("approvals: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("approvals: %w", err)
-	}
-	syncDir(filepath.Dir(path))
-	a.journal, err = os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("approvals: %w", err)
-	}
-	return nil
-}
-
-// live reports whether a record is still worth keeping: pending or
-// granted and not expired, or decided within the last TTL (so that
-// operators and retries can still see what happened).
-func (a *Approvals) live(rec *Approval, now time.Time) bool {
-	switch rec.Status {
-	case ApprovalPending, ApprovalGranted:
-		return now.Before(rec.ExpiresAt.Add(a.o.TTL))
-	}
-	last := rec.DecidedAt
-	if rec.UsedAt.After(last) {
-		last = rec.UsedAt
-	}
-	return now.Before(last.Add(a.o.TTL))
-}
-
-// Close closes the journal.
-func (a *Approvals) Close() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.journal == nil {
-		return nil
-	}
-	err := a.journal.Close()
-	a.journal = nil
-	return err
-}
-
-// persist appends rec to the journal (under a.mu).
-func (a *Approvals) persist(rec *Approval) error {
-	if a.journal == nil {
-		return nil
-	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNotPersisted, err)
-	}
-	if _, err := a.journal.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("%w: %w", ErrNotPersisted, err)
-	}
-	if err := a.journal.Sync(); err != nil {
-		return fmt.Errorf("%w: %w", ErrNotPersisted, err)
-	}
-	return nil
-}
-
-// sweep drops dead records from memory, at most once a minute (under
-// a.mu).
-func (a *Approvals) sweep(now time.Time) {
-	if now.Sub(a.swept) < time.Minute {
-		return
-	}
-	a.swept = now
-	for id, rec := range a.byID {
-		if !a.live(rec, now) {
-			delete(a.byID, id)
+		if json.Unmarshal(e.Value, &rec) == nil && rec.ID != "" {
+			out = append(out, rec)
 		}
 	}
-}
-
-// find returns the newest record for (principal, tool, args) that is
-// pending or granted and not expired (under a.mu).
-func (a *Approvals) find(key, toolID, argsHash string, now time.Time) *Approval {
-	var best *Approval
-	for _, rec := range a.byID {
-		if rec.PrincipalKey != key || rec.ToolID != toolID || rec.ArgsHash != argsHash || rec.Expired(now) {
-			continue
-		}
-		if rec.Status != ApprovalPending && rec.Status != ApprovalGranted {
-			continue
-		}
-		if best == nil || rec.RequestedAt.After(best.RequestedAt) {
-			best = rec
-		}
-	}
-	return best
+	return out, nil
 }
 
 // Request asks for an approval of one call and returns it. While an
 // earlier request for the same principal, tool and argument hash is
 // still pending or granted, Request returns that one instead of a new
-// one, so a retried call does not pile up requests. An error that
-// matches ErrNotPersisted comes with a usable approval.
-func (a *Approvals) Request(p identity.Principal, toolID, argsHash string) (Approval, error) {
+// one, so a retried call does not pile up requests.
+func (a *Approvals) Request(ctx context.Context, p identity.Principal, toolID, argsHash string) (Approval, error) {
 	key := p.Key()
 	if key == "" {
 		return Approval{}, errors.New("approvals: a request needs a principal")
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.o.Now()
-	a.sweep(now)
-	if rec := a.find(key, toolID, argsHash, now); rec != nil {
-		return *rec, nil
-	}
-	pending := 0
-	for _, rec := range a.byID {
-		if rec.PrincipalKey == key && rec.Status == ApprovalPending && !rec.Expired(now) {
-			pending++
+	ck := callKey(key, toolID, argsHash)
+	for {
+		now := a.o.Now()
+		if rec, _, ok, err := a.find(ctx, key, toolID, argsHash, now); err != nil || ok {
+			return rec, err
 		}
+		prev, err := a.o.KV.Get(ctx, ck)
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			prev = nil
+		case err != nil:
+			return Approval{}, fmt.Errorf("approvals: %w", err)
+		}
+		recs, err := a.all(ctx)
+		if err != nil {
+			return Approval{}, err
+		}
+		pending := 0
+		for _, rec := range recs {
+			if rec.PrincipalKey == key && rec.Status == ApprovalPending && !rec.Expired(now) {
+				pending++
+			}
+		}
+		if pending >= a.o.MaxPending {
+			return Approval{}, ErrTooManyPending
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return Approval{}, fmt.Errorf("approvals: %w", err)
+		}
+		rec := Approval{ID: id.String(), PrincipalKey: key, Sub: p.Sub, ToolID: toolID, ArgsHash: argsHash,
+			Status: ApprovalPending, RequestedAt: now, ExpiresAt: now.Add(a.o.TTL)}
+		raw, err := json.Marshal(rec)
+		if err != nil {
+			return Approval{}, fmt.Errorf("approvals: %w", err)
+		}
+		ttl := a.keep(&rec, now)
+		if _, err := a.o.KV.Create(ctx, approvalPrefix+rec.ID, raw, ttl); err != nil {
+			return Approval{}, fmt.Errorf("approvals: %w", err)
+		}
+		ok, err := a.o.KV.Swap(ctx, ck, prev, []byte(rec.ID), ttl)
+		if err != nil {
+			return Approval{}, fmt.Errorf("approvals: %w", err)
+		}
+		if ok {
+			return rec, nil
+		}
+		// Another process asked for the same call in between: use its.
+		_ = a.o.KV.Delete(ctx, approvalPrefix+rec.ID)
 	}
-	if pending >= a.o.MaxPending {
-		return Approval{}, ErrTooManyPending
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return Approval{}, fmt.Errorf("approvals: %w", err)
-	}
-	rec := &Approval{ID: id.String(), PrincipalKey: key, Sub: p.Sub, ToolID: toolID, ArgsHash: argsHash,
-		Status: ApprovalPending, RequestedAt: now, ExpiresAt: now.Add(a.o.TTL)}
-	a.byID[rec.ID] = rec
-	return *rec, a.persist(rec)
 }
 
 // Grant records that operator approved the request id at the given time;
 // the approval can then be used once within TTL of at.
-func (a *Approvals) Grant(id, operator string, at time.Time) (Approval, error) {
-	return a.decide(id, operator, at, ApprovalGranted)
+func (a *Approvals) Grant(ctx context.Context, id, operator string, at time.Time) (Approval, error) {
+	return a.decide(ctx, id, operator, at, ApprovalGranted)
 }
 
 // Deny records that operator refused the request id.
-func (a *Approvals) Deny(id, operator string, at time.Time) (Approval, error) {
-	return a.decide(id, operator, at, ApprovalDenied)
+func (a *Approvals) Deny(ctx context.Context, id, operator string, at time.Time) (Approval, error) {
+	return a.decide(ctx, id, operator, at, ApprovalDenied)
 }
 
-func (a *Approvals) decide(id, operator string, at time.Time, st ApprovalStatus) (Approval, error) {
+func (a *Approvals) decide(ctx context.Context, id, operator string, at time.Time, st ApprovalStatus) (Approval, error) {
 	if operator == "" {
 		return Approval{}, errors.New("approvals: a decision needs an operator")
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	rec, ok := a.byID[id]
-	if !ok {
-		return Approval{}, fmt.Errorf("%w: %q", ErrApprovalNotFound, id)
+	for {
+		rec, raw, ok, err := a.get(ctx, id)
+		if err != nil {
+			return Approval{}, err
+		}
+		if !ok {
+			return Approval{}, fmt.Errorf("%w: %q", ErrApprovalNotFound, id)
+		}
+		if rec.Status != ApprovalPending {
+			return rec, fmt.Errorf("%w: %s is %s", ErrApprovalDecided, id, rec.Status)
+		}
+		now := a.o.Now()
+		if rec.Expired(now) || !at.Before(rec.ExpiresAt) {
+			return rec, fmt.Errorf("%w: %s lapsed at %s", ErrApprovalExpired, id, rec.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+		rec.Status, rec.DecidedBy, rec.DecidedAt = st, operator, at
+		if st == ApprovalGranted {
+			rec.ExpiresAt = at.Add(a.o.TTL)
+		}
+		if ok, err := a.swap(ctx, &rec, raw, now); err != nil || ok {
+			return rec, err
+		}
 	}
-	if rec.Status != ApprovalPending {
-		return *rec, fmt.Errorf("%w: %s is %s", ErrApprovalDecided, id, rec.Status)
+}
+
+// swap stores rec in place of the bytes old, and reports whether it did.
+func (a *Approvals) swap(ctx context.Context, rec *Approval, old []byte, now time.Time) (bool, error) {
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return false, fmt.Errorf("approvals: %w", err)
 	}
-	if rec.Expired(a.o.Now()) || !at.Before(rec.ExpiresAt) {
-		return *rec, fmt.Errorf("%w: %s lapsed at %s", ErrApprovalExpired, id, rec.ExpiresAt.UTC().Format(time.RFC3339))
+	ok, err := a.o.KV.Swap(ctx, approvalPrefix+rec.ID, old, raw, a.keep(rec, now))
+	if err != nil {
+		return false, fmt.Errorf("approvals: %w", err)
 	}
-	rec.Status, rec.DecidedBy, rec.DecidedAt = st, operator, at
-	if st == ApprovalGranted {
-		rec.ExpiresAt = at.Add(a.o.TTL)
-	}
-	return *rec, a.persist(rec)
+	return ok, nil
 }
 
 // Check reports whether a granted, unused, unexpired approval exists for
 // this principal, tool and argument hash, and consumes it: the next Check
-// for the same call is false again. Without a granted approval it returns
-// false and the pending approval, if any (zero otherwise). Call it right
-// before dispatching the call the approval is for.
-func (a *Approvals) Check(p identity.Principal, toolID, argsHash string) (bool, Approval) {
+// for the same call, in any process sharing the KV, is false again.
+// Without a granted approval it returns false and the pending approval, if
+// any (zero otherwise). An error means the store could not be asked: the
+// answer is false. Call it right before dispatching the call the approval
+// is for.
+func (a *Approvals) Check(ctx context.Context, p identity.Principal, toolID, argsHash string) (bool, Approval, error) {
 	key := p.Key()
 	if key == "" {
-		return false, Approval{}
+		return false, Approval{}, nil
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	now := a.o.Now()
-	rec := a.find(key, toolID, argsHash, now)
-	if rec == nil {
-		return false, Approval{}
+	for {
+		now := a.o.Now()
+		rec, raw, ok, err := a.find(ctx, key, toolID, argsHash, now)
+		if err != nil || !ok {
+			return false, Approval{}, err
+		}
+		if rec.Status != ApprovalGranted {
+			return false, rec, nil
+		}
+		rec.Status, rec.UsedAt = ApprovalUsed, now
+		ok, err = a.swap(ctx, &rec, raw, now)
+		if err != nil {
+			return false, Approval{}, err
+		}
+		if ok {
+			return true, rec, nil
+		}
+		// Changed in between (consumed elsewhere): look again.
 	}
-	if rec.Status != ApprovalGranted {
-		return false, *rec
-	}
-	rec.Status, rec.UsedAt = ApprovalUsed, now
-	// The call must not fail because the journal did: the approval is
-	// consumed in memory either way. (If the write failed, a restart
-	// within the TTL would see it granted once more.)
-	_ = a.persist(rec)
-	return true, *rec
 }
 
 // Get returns the approval id.
-func (a *Approvals) Get(id string) (Approval, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	rec, ok := a.byID[id]
-	if !ok {
-		return Approval{}, false
-	}
-	return *rec, true
+func (a *Approvals) Get(ctx context.Context, id string) (Approval, bool, error) {
+	rec, _, ok, err := a.get(ctx, id)
+	return rec, ok, err
 }
 
 // Pending returns the pending, unexpired approvals, oldest first.
-func (a *Approvals) Pending() []Approval {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func (a *Approvals) Pending(ctx context.Context) ([]Approval, error) {
+	recs, err := a.all(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now := a.o.Now()
-	var out []Approval
-	for _, rec := range a.byID {
+	out := []Approval{}
+	for _, rec := range recs {
 		if rec.Status == ApprovalPending && !rec.Expired(now) {
-			out = append(out, *rec)
+			out = append(out, rec)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -405,14 +372,5 @@ func (a *Approvals) Pending() []Approval {
 		}
 		return out[i].ID < out[j].ID
 	})
-	return out
-}
-
-// syncDir fsyncs a directory so a rename in it is durable; failures are
-// ignored (not every file system supports it).
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
+	return out, nil
 }

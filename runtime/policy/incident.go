@@ -1,22 +1,24 @@
 package policy
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/quiver-mcp/quiver/runtime/state"
 )
 
-// incidentFile is the state file in an incident store's directory.
-const incidentFile = "incident.json"
+// IncidentKey is the state.KV key that holds the whole incident state as
+// JSON: one key, so that every change is one atomic Swap and every check
+// one Get.
+const IncidentKey = "incident"
 
 // Reason codes of incident denials.
 const (
@@ -25,6 +27,9 @@ const (
 	ReasonTokenRevoked       = "TOKEN_REVOKED"
 	ReasonIncidentMode       = "INCIDENT_MODE"
 	ReasonKillSwitch         = "KILL_SWITCH"
+	// ReasonStateUnavailable denies a request because the shared state
+	// that decides it cannot be read: checks fail closed.
+	ReasonStateUnavailable = "STATE_UNAVAILABLE"
 )
 
 // Errors of the incident store.
@@ -73,11 +78,12 @@ type Revocation struct {
 // activeAt reports whether the revocation holds at now.
 func (r Revocation) activeAt(now time.Time) bool { return r.Until.IsZero() || now.Before(r.Until) }
 
-// IncidentState is the whole incident state, as persisted in
-// incident.json.
+// IncidentState is the whole incident state, as stored under IncidentKey.
 type IncidentState struct {
-	Mode IncidentMode `json:"mode"`
-	Kill []KillRule   `json:"kill"`
+	// Version counts the changes: every change stores Version+1.
+	Version uint64       `json:"version"`
+	Mode    IncidentMode `json:"mode"`
+	Kill    []KillRule   `json:"kill"`
 	// Principals are revoked by subject or by principal key
 	// (identity.Principal.Key).
 	Principals map[string]Revocation `json:"revoked_principals"`
@@ -118,28 +124,30 @@ type Denial struct {
 
 // IncidentOptions configure an incident store.
 type IncidentOptions struct {
-	// Dir, when set, persists the state to Dir/incident.json so it
-	// survives restarts; "" keeps it in memory.
-	Dir string
+	// KV holds the state under IncidentKey; every process sharing it
+	// shares the kill switch, revocations and quarantines. Required.
+	KV state.KV
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
 
 // Incident is the incident-mode state: the kill switch, revocations and
-// quarantines. Checks read an immutable snapshot through one atomic load,
-// so a change is in force for the very next check; changes are
-// serialized, persisted, then published. It is safe for concurrent use
-// and holds no goroutine.
+// quarantines, kept as one key of a state.KV. Every check reads the key
+// and recompiles only when its bytes changed, so a change made through
+// any process sharing the KV is in force for the very next check of every
+// other; a check that cannot read the key fails closed (it denies with
+// ReasonStateUnavailable). Changes are a Swap loop (read, apply, swap old
+// for new). It is safe for concurrent use and holds no goroutine.
 type Incident struct {
-	o    IncidentOptions
-	path string
-	mu   sync.Mutex // serializes changes
-	cur  atomic.Pointer[incidentSnapshot]
+	o   IncidentOptions
+	cur atomic.Pointer[incidentSnapshot]
 }
 
 type incidentSnapshot struct {
-	state IncidentState
-	kill  []compiledKill
+	failed bool   // the last read failed (WasActive reports true)
+	raw    []byte // the stored bytes it was compiled from; nil: no key
+	state  IncidentState
+	kill   []compiledKill
 }
 
 type compiledKill struct {
@@ -149,38 +157,64 @@ type compiledKill struct {
 	server, namespace, toolID globSet
 }
 
-// OpenIncident opens the store and loads the persisted state. An
-// unreadable state file is an error (ErrIncidentState): starting with the
-// kill switch silently off would be worse than not starting.
-func OpenIncident(o IncidentOptions) (*Incident, error) {
+// NewIncident returns the store on o.KV. It does not read the KV: a check
+// does, every time.
+func NewIncident(o IncidentOptions) (*Incident, error) {
+	if o.KV == nil {
+		return nil, errors.New("incident: KV is required")
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	in := &Incident{o: o}
-	st := IncidentState{}.clone()
-	if o.Dir != "" {
-		if err := os.MkdirAll(o.Dir, 0o700); err != nil {
-			return nil, fmt.Errorf("incident: %w", err)
-		}
-		in.path = filepath.Join(o.Dir, incidentFile)
-		data, err := os.ReadFile(in.path)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-		case err != nil:
-			return nil, fmt.Errorf("%w: %w", ErrIncidentState, err)
-		default:
-			if err := json.Unmarshal(data, &st); err != nil {
-				return nil, fmt.Errorf("%w: %s: %w", ErrIncidentState, in.path, err)
-			}
-			st = st.clone()
-		}
-	}
-	snap, err := compileIncident(st)
+	snap, err := compileIncident(IncidentState{}.clone())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrIncidentState, err)
+		return nil, err
 	}
 	in.cur.Store(snap)
 	return in, nil
+}
+
+// load returns the snapshot of the stored state, recompiled only when the
+// stored bytes differ from the cached snapshot's. Errors match
+// state.ErrUnavailable (the KV failed) or ErrIncidentState (the stored
+// state is unreadable).
+func (in *Incident) load(ctx context.Context) (*incidentSnapshot, error) {
+	raw, err := in.o.KV.Get(ctx, IncidentKey)
+	if errors.Is(err, state.ErrNotFound) {
+		raw, err = nil, nil
+	}
+	cur := in.cur.Load()
+	if err != nil {
+		if !cur.failed {
+			failed := *cur
+			failed.failed = true
+			in.cur.CompareAndSwap(cur, &failed)
+		}
+		return nil, fmt.Errorf("incident: %w", err)
+	}
+	if bytes.Equal(raw, cur.raw) && (raw == nil) == (cur.raw == nil) {
+		if cur.failed {
+			ok := *cur
+			ok.failed = false
+			in.cur.CompareAndSwap(cur, &ok)
+			return &ok, nil
+		}
+		return cur, nil
+	}
+	st := IncidentState{}
+	if raw != nil {
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrIncidentState, err)
+		}
+	}
+	snap, err := compileIncident(st.clone())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrIncidentState, err)
+	}
+	snap.raw = raw
+	in.cur.Store(snap)
+	return snap, nil
 }
 
 func compileIncident(st IncidentState) (*incidentSnapshot, error) {
@@ -246,14 +280,32 @@ func (k *compiledKill) matches(req *Request) bool {
 }
 
 // State returns a copy of the current state.
-func (in *Incident) State() IncidentState { return in.cur.Load().state.clone() }
+func (in *Incident) State(ctx context.Context) (IncidentState, error) {
+	s, err := in.load(ctx)
+	if err != nil {
+		return IncidentState{}, err
+	}
+	return s.state.clone(), nil
+}
 
 // Active reports whether incident mode is on: switched on with Enable, or
 // with at least one kill rule in force. Receipts record it as
-// incident_mode.
-func (in *Incident) Active() bool {
-	s := in.cur.Load()
+// incident_mode. When the state cannot be read, it reports true: what
+// the gateway does then is deny, as in an incident.
+func (in *Incident) Active(ctx context.Context) bool {
+	s, err := in.load(ctx)
+	if err != nil {
+		return true
+	}
 	return s.state.Mode.Active || len(s.kill) > 0
+}
+
+// WasActive is Active as of the last read of the state, without reading
+// it again (receipts, which a check of the same request read just before).
+// It is true after a read that failed.
+func (in *Incident) WasActive() bool {
+	s := in.cur.Load()
+	return s.failed || s.state.Mode.Active || len(s.kill) > 0
 }
 
 // Evaluate checks req against the incident state: a quarantined session,
@@ -263,22 +315,28 @@ func (in *Incident) Active() bool {
 // too) and to an upstream's sample and elicit requests (matched by the
 // upstream's server and the tool_id of the call in flight; a request
 // without a risk counts as CRITICAL).
-func (in *Incident) Evaluate(req Request) Denial {
-	s := in.cur.Load()
+//
+// When the state cannot be read it fails closed: the Denial denies with
+// ReasonStateUnavailable and the error says why.
+func (in *Incident) Evaluate(ctx context.Context, req Request) (Denial, error) {
+	s, err := in.snapshot(ctx)
+	if err != nil {
+		return Denial{Denied: true, Code: ReasonStateUnavailable}, err
+	}
 	now := in.o.Now()
 	st := &s.state
 	if r, ok := st.Sessions[req.SessionID]; ok && req.SessionID != "" && r.activeAt(now) {
-		return Denial{Denied: true, Code: ReasonSessionQuarantined}
+		return Denial{Denied: true, Code: ReasonSessionQuarantined}, nil
 	}
 	if p := req.Principal; !p.IsZero() {
 		if r, ok := st.Principals[p.Sub]; ok && r.activeAt(now) {
-			return Denial{Denied: true, Code: ReasonPrincipalRevoked}
+			return Denial{Denied: true, Code: ReasonPrincipalRevoked}, nil
 		}
 		if r, ok := st.Principals[p.Key()]; ok && r.activeAt(now) {
-			return Denial{Denied: true, Code: ReasonPrincipalRevoked}
+			return Denial{Denied: true, Code: ReasonPrincipalRevoked}, nil
 		}
 		if r, ok := st.Tokens[p.JTI]; ok && p.JTI != "" && r.activeAt(now) {
-			return Denial{Denied: true, Code: ReasonTokenRevoked}
+			return Denial{Denied: true, Code: ReasonTokenRevoked}, nil
 		}
 	}
 	if st.Mode.Active {
@@ -287,29 +345,32 @@ func (in *Incident) Evaluate(req Request) Denial {
 			floor = "HIGH"
 		}
 		if riskRank(req.Risk) >= riskRank(floor) {
-			return Denial{Denied: true, Code: ReasonIncidentMode}
+			return Denial{Denied: true, Code: ReasonIncidentMode}, nil
 		}
 	}
 	for i := range s.kill {
 		if s.kill[i].matches(&req) {
-			return Denial{Denied: true, Code: ReasonKillSwitch, RuleID: s.kill[i].ID}
+			return Denial{Denied: true, Code: ReasonKillSwitch, RuleID: s.kill[i].ID}, nil
 		}
 	}
-	return Denial{}
+	return Denial{}, nil
 }
 
-// Check is Evaluate as (denied, reason code).
-func (in *Incident) Check(req Request) (bool, string) {
-	d := in.Evaluate(req)
+// Check is Evaluate as (denied, reason code); it fails closed.
+func (in *Incident) Check(ctx context.Context, req Request) (bool, string) {
+	d, _ := in.Evaluate(ctx, req)
 	return d.Denied, d.Code
 }
 
 // Revoked reports whether the token jti, or the principal named by sub (a
 // subject or a principal key), is revoked; it fits
 // identity.Options.Revoked, so that revoked tokens and principals fail
-// authentication.
-func (in *Incident) Revoked(jti, subOrKey string) bool {
-	s := in.cur.Load()
+// authentication. It fails closed: true when the state cannot be read.
+func (in *Incident) Revoked(ctx context.Context, jti, subOrKey string) bool {
+	s, err := in.snapshot(ctx)
+	if err != nil {
+		return true
+	}
 	now := in.o.Now()
 	if r, ok := s.state.Tokens[jti]; ok && jti != "" && r.activeAt(now) {
 		return true
@@ -320,66 +381,74 @@ func (in *Incident) Revoked(jti, subOrKey string) bool {
 	return false
 }
 
-// mutate applies fn to a copy of the state, drops lapsed revocations,
-// persists the result and publishes it. When persisting fails the change
-// is still published (a kill switch must take effect) and the error
-// matches ErrNotPersisted.
-func (in *Incident) mutate(fn func(*IncidentState) error) error {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	st := in.cur.Load().state.clone()
-	if err := fn(&st); err != nil {
-		return err
-	}
-	now := in.o.Now()
-	for _, m := range []map[string]Revocation{st.Principals, st.Tokens, st.Sessions} {
-		maps.DeleteFunc(m, func(_ string, r Revocation) bool { return !r.activeAt(now) })
-	}
-	snap, err := compileIncident(st)
-	if err != nil {
-		return err
-	}
-	perr := in.persist(st)
-	in.cur.Store(snap)
-	return perr
+// pinKey keys the snapshot Pin puts into a context, per Incident.
+type pinKey struct{ in *Incident }
+
+// pinned is one read of the state, for every check of one request.
+type pinned struct {
+	snap *incidentSnapshot
+	err  error
 }
 
-// persist writes the state atomically: temp file, fsync, rename, fsync of
-// the directory.
-func (in *Incident) persist(st IncidentState) error {
-	if in.path == "" {
-		return nil
+// Pin reads the state once and returns ctx carrying that read: the checks
+// made with the returned context (a listing checks every entry) use it
+// instead of reading the state again, so one request costs one read and
+// sees one state. A failed read is pinned too: those checks fail closed.
+func (in *Incident) Pin(ctx context.Context) context.Context {
+	s, err := in.load(ctx)
+	return context.WithValue(ctx, pinKey{in}, pinned{s, err})
+}
+
+// snapshot is the state pinned in ctx, else a fresh read.
+func (in *Incident) snapshot(ctx context.Context) (*incidentSnapshot, error) {
+	if p, ok := ctx.Value(pinKey{in}).(pinned); ok {
+		return p.snap, p.err
 	}
-	data, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNotPersisted, err)
+	return in.load(ctx)
+}
+
+// mutate applies fn to a copy of the stored state, drops lapsed
+// revocations and swaps the result in for what it read, again until no
+// other process changed the state in between. The change is in force for
+// every process sharing the KV once mutate returns nil.
+func (in *Incident) mutate(ctx context.Context, fn func(*IncidentState) error) error {
+	for {
+		snap, err := in.load(ctx)
+		if err != nil {
+			return err
+		}
+		st := snap.state.clone()
+		if err := fn(&st); err != nil {
+			return err
+		}
+		now := in.o.Now()
+		for _, m := range []map[string]Revocation{st.Principals, st.Tokens, st.Sessions} {
+			maps.DeleteFunc(m, func(_ string, r Revocation) bool { return !r.activeAt(now) })
+		}
+		st.Version = snap.state.Version + 1
+		next, err := compileIncident(st)
+		if err != nil {
+			return err
+		}
+		raw, err := json.Marshal(st)
+		if err != nil {
+			return fmt.Errorf("incident: %w", err)
+		}
+		ok, err := in.o.KV.Swap(ctx, IncidentKey, snap.raw, raw, 0)
+		if err != nil {
+			return fmt.Errorf("incident: %w", err)
+		}
+		if ok {
+			next.raw = raw
+			in.cur.Store(next)
+			return nil
+		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(in.path), ".incident-*.tmp")
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNotPersisted, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("%w: %w", ErrNotPersisted, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("%w: %w", ErrNotPersisted, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("%w: %w", ErrNotPersisted, err)
-	}
-	if err := os.Rename(tmp.Name(), in.path); err != nil {
-		return fmt.Errorf("%w: %w", ErrNotPersisted, err)
-	}
-	syncDir(filepath.Dir(in.path))
-	return nil
 }
 
 // Enable switches incident mode on: tools at or above denyMinRisk
 // (default HIGH) are denied until Disable.
-func (in *Incident) Enable(by, reason, denyMinRisk string) error {
+func (in *Incident) Enable(ctx context.Context, by, reason, denyMinRisk string) error {
 	if denyMinRisk == "" {
 		denyMinRisk = "HIGH"
 	}
@@ -388,7 +457,7 @@ func (in *Incident) Enable(by, reason, denyMinRisk string) error {
 	default:
 		return fmt.Errorf("%w: deny_min_risk must be LOW, MEDIUM, HIGH or CRITICAL", ErrInvalidRequest)
 	}
-	return in.mutate(func(st *IncidentState) error {
+	return in.mutate(ctx, func(st *IncidentState) error {
 		st.Mode = IncidentMode{Active: true, DenyMinRisk: denyMinRisk, Reason: reason, By: by, Since: in.o.Now().UTC()}
 		return nil
 	})
@@ -396,8 +465,8 @@ func (in *Incident) Enable(by, reason, denyMinRisk string) error {
 
 // Disable switches incident mode off. Kill rules, revocations and
 // quarantines stay until removed one by one.
-func (in *Incident) Disable() error {
-	return in.mutate(func(st *IncidentState) error {
+func (in *Incident) Disable(ctx context.Context) error {
+	return in.mutate(ctx, func(st *IncidentState) error {
 		st.Mode = IncidentMode{}
 		return nil
 	})
@@ -405,7 +474,7 @@ func (in *Incident) Disable() error {
 
 // AddKill puts a kill rule in force and returns it with its id (a new
 // UUIDv7 unless given) and timestamp.
-func (in *Incident) AddKill(k KillRule) (KillRule, error) {
+func (in *Incident) AddKill(ctx context.Context, k KillRule) (KillRule, error) {
 	if k.ID == "" {
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -417,7 +486,7 @@ func (in *Incident) AddKill(k KillRule) (KillRule, error) {
 	if _, err := compileKill(k); err != nil {
 		return KillRule{}, err
 	}
-	err := in.mutate(func(st *IncidentState) error {
+	err := in.mutate(ctx, func(st *IncidentState) error {
 		for _, x := range st.Kill {
 			if x.ID == k.ID {
 				return fmt.Errorf("%w: kill rule %q exists", ErrInvalidRequest, k.ID)
@@ -430,8 +499,8 @@ func (in *Incident) AddKill(k KillRule) (KillRule, error) {
 }
 
 // RemoveKill lifts the kill rule id.
-func (in *Incident) RemoveKill(id string) error {
-	return in.mutate(func(st *IncidentState) error {
+func (in *Incident) RemoveKill(ctx context.Context, id string) error {
+	return in.mutate(ctx, func(st *IncidentState) error {
 		i := slices.IndexFunc(st.Kill, func(k KillRule) bool { return k.ID == id })
 		if i < 0 {
 			return fmt.Errorf("%w: kill rule %q", ErrNotFound, id)
@@ -460,7 +529,7 @@ func (r revocations) of(st *IncidentState) map[string]Revocation {
 	return st.Sessions
 }
 
-func (in *Incident) revoke(which revocations, id, by, reason string, until time.Time) error {
+func (in *Incident) revoke(ctx context.Context, which revocations, id, by, reason string, until time.Time) error {
 	if id == "" {
 		return fmt.Errorf("%w: an id is required", ErrInvalidRequest)
 	}
@@ -468,14 +537,14 @@ func (in *Incident) revoke(which revocations, id, by, reason string, until time.
 	if !until.IsZero() && !until.After(now) {
 		return fmt.Errorf("%w: until is in the past", ErrInvalidRequest)
 	}
-	return in.mutate(func(st *IncidentState) error {
+	return in.mutate(ctx, func(st *IncidentState) error {
 		which.of(st)[id] = Revocation{Reason: reason, By: by, At: now, Until: until.UTC()}
 		return nil
 	})
 }
 
-func (in *Incident) restore(which revocations, id string) error {
-	return in.mutate(func(st *IncidentState) error {
+func (in *Incident) restore(ctx context.Context, which revocations, id string) error {
+	return in.mutate(ctx, func(st *IncidentState) error {
 		m := which.of(st)
 		if _, ok := m[id]; !ok {
 			return fmt.Errorf("%w: %q", ErrNotFound, id)
@@ -488,27 +557,31 @@ func (in *Incident) restore(which revocations, id string) error {
 // RevokePrincipal cuts off a principal, named by subject (every issuer)
 // or by principal key (one issuer), until the given time (zero: until
 // restored).
-func (in *Incident) RevokePrincipal(subOrKey, by, reason string, until time.Time) error {
-	return in.revoke(revPrincipal, subOrKey, by, reason, until)
+func (in *Incident) RevokePrincipal(ctx context.Context, subOrKey, by, reason string, until time.Time) error {
+	return in.revoke(ctx, revPrincipal, subOrKey, by, reason, until)
 }
 
 // RestorePrincipal lifts a principal's revocation.
-func (in *Incident) RestorePrincipal(subOrKey string) error {
-	return in.restore(revPrincipal, subOrKey)
+func (in *Incident) RestorePrincipal(ctx context.Context, subOrKey string) error {
+	return in.restore(ctx, revPrincipal, subOrKey)
 }
 
 // RevokeToken cuts off one token by its jti.
-func (in *Incident) RevokeToken(jti, by, reason string, until time.Time) error {
-	return in.revoke(revToken, jti, by, reason, until)
+func (in *Incident) RevokeToken(ctx context.Context, jti, by, reason string, until time.Time) error {
+	return in.revoke(ctx, revToken, jti, by, reason, until)
 }
 
 // RestoreToken lifts a token's revocation.
-func (in *Incident) RestoreToken(jti string) error { return in.restore(revToken, jti) }
+func (in *Incident) RestoreToken(ctx context.Context, jti string) error {
+	return in.restore(ctx, revToken, jti)
+}
 
 // Quarantine cuts off one MCP session.
-func (in *Incident) Quarantine(sessionID, by, reason string, until time.Time) error {
-	return in.revoke(revSession, sessionID, by, reason, until)
+func (in *Incident) Quarantine(ctx context.Context, sessionID, by, reason string, until time.Time) error {
+	return in.revoke(ctx, revSession, sessionID, by, reason, until)
 }
 
 // Release lifts a session's quarantine.
-func (in *Incident) Release(sessionID string) error { return in.restore(revSession, sessionID) }
+func (in *Incident) Release(ctx context.Context, sessionID string) error {
+	return in.restore(ctx, revSession, sessionID)
+}

@@ -1,19 +1,24 @@
 package policy
 
 import (
+	"context"
 	"errors"
-	"os"
-	"path/filepath"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quiver-mcp/quiver/runtime/identity"
+	"github.com/quiver-mcp/quiver/runtime/state"
+	"github.com/quiver-mcp/quiver/runtime/state/statetest"
 )
 
 func TestIncident(t *testing.T) {
 	c := newTestClock()
-	dir := t.TempDir()
-	in, err := OpenIncident(IncidentOptions{Dir: dir, Now: c.Now})
+	ctx := context.Background()
+	kv := state.NewMemory(c.Now)
+	in, err := NewIncident(IncidentOptions{KV: kv, Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,21 +29,21 @@ func TestIncident(t *testing.T) {
 	low.Risk, low.ToolClass, low.ToolID = "LOW", "read", "github:list#1"
 	check := func(name string, r Request, code string) {
 		t.Helper()
-		denied, reason := in.Check(r)
+		denied, reason := in.Check(ctx, r)
 		if denied != (code != "") || reason != code {
 			t.Fatalf("%s: denied=%v reason=%q, want %q", name, denied, reason, code)
 		}
 	}
 	check("nothing in force", high, "")
-	if in.Active() {
+	if in.Active(ctx) {
 		t.Fatal("active at start")
 	}
 
 	// Incident mode: high-risk tools are denied at once.
-	if err := in.Enable("ops", "supply chain alert", ""); err != nil {
+	if err := in.Enable(ctx, "ops", "supply chain alert", ""); err != nil {
 		t.Fatal(err)
 	}
-	if !in.Active() {
+	if !in.Active(ctx) {
 		t.Fatal("not active")
 	}
 	check("incident mode high", high, ReasonIncidentMode)
@@ -46,87 +51,87 @@ func TestIncident(t *testing.T) {
 	crit := low
 	crit.Risk = "bogus"
 	check("unknown risk counts as critical", crit, ReasonIncidentMode)
-	if err := in.Disable(); err != nil {
+	if err := in.Disable(ctx); err != nil {
 		t.Fatal(err)
 	}
 	check("disabled", high, "")
 
 	// Kill rules.
-	k, err := in.AddKill(KillRule{Server: []string{"git*"}, ToolClass: []string{"write"}, Reason: "bad release", By: "ops"})
+	k, err := in.AddKill(ctx, KillRule{Server: []string{"git*"}, ToolClass: []string{"write"}, Reason: "bad release", By: "ops"})
 	if err != nil || k.ID == "" {
 		t.Fatal(err)
 	}
-	if !in.Active() {
+	if !in.Active(ctx) {
 		t.Fatal("a kill rule makes incident mode active")
 	}
-	if d := in.Evaluate(high); d.Code != ReasonKillSwitch || d.RuleID != k.ID {
+	if d, _ := in.Evaluate(ctx, high); d.Code != ReasonKillSwitch || d.RuleID != k.ID {
 		t.Fatalf("%+v", d)
 	}
 	check("kill rule does not match reads", low, "")
-	byID, _ := in.AddKill(KillRule{ID: "list-kill", ToolID: []string{"github:list*"}})
+	byID, _ := in.AddKill(ctx, KillRule{ID: "list-kill", ToolID: []string{"github:list*"}})
 	check("glob kill", low, ReasonKillSwitch)
-	if err := in.RemoveKill(byID.ID); err != nil {
+	if err := in.RemoveKill(ctx, byID.ID); err != nil {
 		t.Fatal(err)
 	}
 	check("kill lifted", low, "")
-	if err := in.RemoveKill("nope"); !errors.Is(err, ErrNotFound) {
+	if err := in.RemoveKill(ctx, "nope"); !errors.Is(err, ErrNotFound) {
 		t.Fatal(err)
 	}
 	for _, bad := range []KillRule{{}, {All: true, MinRisk: "HIGH"}, {MinRisk: "HUGE"}, {ToolID: []string{`x\`}}} {
-		if _, err := in.AddKill(bad); !errors.Is(err, ErrInvalidRequest) {
+		if _, err := in.AddKill(ctx, bad); !errors.Is(err, ErrInvalidRequest) {
 			t.Fatalf("%+v: %v", bad, err)
 		}
 	}
-	if _, err := in.AddKill(KillRule{ID: k.ID, All: true}); !errors.Is(err, ErrInvalidRequest) {
+	if _, err := in.AddKill(ctx, KillRule{ID: k.ID, All: true}); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatal("duplicate kill id accepted")
 	}
-	if err := in.RemoveKill(k.ID); err != nil {
+	if err := in.RemoveKill(ctx, k.ID); err != nil {
 		t.Fatal(err)
 	}
 
 	// Revocations and quarantine.
-	if err := in.Quarantine("s1", "ops", "anomaly", time.Time{}); err != nil {
+	if err := in.Quarantine(ctx, "s1", "ops", "anomaly", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	check("quarantined session", low, ReasonSessionQuarantined)
 	other := low
 	other.SessionID = "s2"
 	check("other session", other, "")
-	if err := in.RevokeToken("jti-9", "ops", "leaked", c.Now().Add(time.Hour)); err != nil {
+	if err := in.RevokeToken(ctx, "jti-9", "ops", "leaked", c.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	check("revoked token", other, ReasonTokenRevoked)
-	if !in.Revoked("jti-9", "nobody") || in.Revoked("jti-8", "nobody") {
+	if !in.Revoked(ctx, "jti-9", "nobody") || in.Revoked(ctx, "jti-8", "nobody") {
 		t.Fatal("Revoked by jti")
 	}
-	if err := in.RevokePrincipal("jwt:corp:bob.smith", "ops", "", time.Time{}); err != nil {
+	if err := in.RevokePrincipal(ctx, "jwt:corp:bob.smith", "ops", "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	rb := other
 	rb.Principal = bob
 	check("revoked principal key", rb, ReasonPrincipalRevoked)
-	if err := in.RevokePrincipal("carol", "ops", "", time.Time{}); err != nil {
+	if err := in.RevokePrincipal(ctx, "carol", "ops", "", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if !in.Revoked("", "carol") {
+	if !in.Revoked(ctx, "", "carol") {
 		t.Fatal("Revoked by sub")
 	}
-	if err := in.RevokeToken("x", "ops", "", c.Now().Add(-time.Second)); !errors.Is(err, ErrInvalidRequest) {
+	if err := in.RevokeToken(ctx, "x", "ops", "", c.Now().Add(-time.Second)); !errors.Is(err, ErrInvalidRequest) {
 		t.Fatal("revocation in the past accepted")
 	}
 
-	// Everything survives a restart.
-	in2, err := OpenIncident(IncidentOptions{Dir: dir, Now: c.Now})
+	// Another process on the same KV sees everything.
+	in2, err := NewIncident(IncidentOptions{KV: kv, Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := in2.State()
+	st, _ := in2.State(ctx)
 	if len(st.Sessions) != 1 || len(st.Tokens) != 1 || len(st.Principals) != 2 || len(st.Kill) != 0 {
 		t.Fatalf("state after restart %+v", st)
 	}
 	check2 := func(r Request, code string) {
 		t.Helper()
-		if _, reason := in2.Check(r); reason != code {
+		if _, reason := in2.Check(ctx, r); reason != code {
 			t.Fatalf("after restart: %q, want %q", reason, code)
 		}
 	}
@@ -134,57 +139,146 @@ func TestIncident(t *testing.T) {
 	// A timed revocation lapses.
 	c.Advance(2 * time.Hour)
 	check2(other, "")
-	if err := in2.Release("s1"); err != nil {
+	if err := in2.Release(ctx, "s1"); err != nil {
 		t.Fatal(err)
 	}
-	if st := in2.State(); len(st.Tokens) != 0 {
+	if st, _ := in2.State(ctx); len(st.Tokens) != 0 {
 		t.Fatalf("lapsed revocation kept: %+v", st.Tokens)
 	}
-	if err := in2.RestorePrincipal("carol"); err != nil {
+	if err := in2.RestorePrincipal(ctx, "carol"); err != nil {
 		t.Fatal(err)
 	}
-	if err := in2.RestoreToken("jti-9"); !errors.Is(err, ErrNotFound) {
+	if err := in2.RestoreToken(ctx, "jti-9"); !errors.Is(err, ErrNotFound) {
 		t.Fatal(err)
 	}
 
-	// An unreadable state file refuses to start.
-	if err := os.WriteFile(filepath.Join(dir, incidentFile), []byte("{not json"), 0o600); err != nil {
+	// An unreadable stored state denies, it does not allow.
+	if err := kv.Set(ctx, IncidentKey, []byte("{not json"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenIncident(IncidentOptions{Dir: dir}); !errors.Is(err, ErrIncidentState) {
-		t.Fatalf("corrupt state: %v", err)
+	if d, err := in2.Evaluate(ctx, low); !errors.Is(err, ErrIncidentState) || !d.Denied || d.Code != ReasonStateUnavailable {
+		t.Fatalf("corrupt state: %+v %v", d, err)
 	}
 }
 
 func TestIncidentAllKill(t *testing.T) {
-	in, _ := OpenIncident(IncidentOptions{})
-	if _, err := in.AddKill(KillRule{All: true}); err != nil {
+	ctx := context.Background()
+	in, _ := NewIncident(IncidentOptions{KV: state.NewMemory(nil)})
+	if _, err := in.AddKill(ctx, KillRule{All: true}); err != nil {
 		t.Fatal(err)
 	}
-	if denied, _ := in.Check(Request{Principal: identity.Principal{Sub: "x"}, Risk: "LOW", Action: ActionList}); !denied {
+	if denied, _ := in.Check(ctx, Request{Principal: identity.Principal{Sub: "x"}, Risk: "LOW", Action: ActionList}); !denied {
 		t.Fatal("all: true did not deny")
 	}
 }
 
-func TestIncidentNotPersisted(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state")
-	in, err := OpenIncident(IncidentOptions{Dir: dir})
+// TestIncidentShared: a change made through one process is in force at
+// the very next check of another on the same KV, and concurrent changes
+// through both are all kept (the Swap loop loses none).
+func TestIncidentShared(t *testing.T) {
+	ctx := context.Background()
+	kv := state.NewMemory(nil)
+	a, _ := NewIncident(IncidentOptions{KV: kv})
+	b, _ := NewIncident(IncidentOptions{KV: kv})
+	req := Request{Principal: alice, Server: "github", ToolID: "github:x#1", Risk: "LOW", Action: ActionCall}
+	if denied, _ := b.Check(ctx, req); denied {
+		t.Fatal("denied before any rule")
+	}
+	k, err := a.AddKill(ctx, KillRule{Server: []string{"github"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Replace the directory with a file: writes fail, even for root. The
-	// change must take effect all the same.
-	if err := os.RemoveAll(dir); err != nil {
+	if denied, code := b.Check(ctx, req); !denied || code != ReasonKillSwitch {
+		t.Fatalf("kill rule set through a: %v %s", denied, code)
+	}
+	if err := b.RemoveKill(ctx, k.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(dir, nil, 0o600); err != nil {
+	if denied, _ := a.Check(ctx, req); denied {
+		t.Fatal("kill rule lifted through b still denies in a")
+	}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		in := a
+		if i%2 == 1 {
+			in = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := in.Quarantine(ctx, fmt.Sprintf("s%d", i), "ops", "", time.Time{}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	st, err := b.State(ctx)
+	if err != nil || len(st.Sessions) != 20 || st.Version != 22 {
+		t.Fatalf("after concurrent changes: %d sessions, version %d, %v", len(st.Sessions), st.Version, err)
+	}
+}
+
+// TestIncidentUnavailable: with the KV down, every check denies with
+// STATE_UNAVAILABLE (fail closed), changes fail, and the checks recover
+// with the KV.
+func TestIncidentUnavailable(t *testing.T) {
+	ctx := context.Background()
+	kv := statetest.NewFailing(state.NewMemory(nil))
+	in, _ := NewIncident(IncidentOptions{KV: kv})
+	req := Request{Principal: alice, ToolID: "github:x#1", Risk: "LOW", Action: ActionList}
+	kv.SetDown(true)
+	if d, err := in.Evaluate(ctx, req); !d.Denied || d.Code != ReasonStateUnavailable || !errors.Is(err, state.ErrUnavailable) {
+		t.Fatalf("evaluate: %+v %v", d, err)
+	}
+	if !in.Revoked(ctx, "", "alice") {
+		t.Fatal("Revoked allowed without the state")
+	}
+	if err := in.Enable(ctx, "ops", "", ""); !errors.Is(err, state.ErrUnavailable) {
+		t.Fatalf("enable: %v", err)
+	}
+	kv.SetDown(false)
+	if denied, _ := in.Check(ctx, req); denied {
+		t.Fatal("still denied after recovery")
+	}
+}
+
+// TestIncidentPin: the checks made with a pinned context read the state
+// once; a change made after the pin is seen by the next request.
+func TestIncidentPin(t *testing.T) {
+	ctx := context.Background()
+	kv := &countingKV{KV: state.NewMemory(nil)}
+	in, _ := NewIncident(IncidentOptions{KV: kv})
+	req := Request{Principal: alice, Server: "github", ToolID: "github:x#1", Risk: "LOW", Action: ActionList}
+	pinned := in.Pin(ctx)
+	for range 10 {
+		if denied, _ := in.Check(pinned, req); denied {
+			t.Fatal("denied")
+		}
+	}
+	if n := kv.gets.Load(); n != 1 {
+		t.Fatalf("%d reads for one pinned request", n)
+	}
+	if _, err := in.AddKill(ctx, KillRule{All: true}); err != nil {
 		t.Fatal(err)
 	}
-	err = in.Enable("ops", "", "")
-	if !errors.Is(err, ErrNotPersisted) {
-		t.Fatalf("err = %v", err)
+	if denied, _ := in.Check(in.Pin(ctx), req); !denied {
+		t.Fatal("the next request missed the kill rule")
 	}
-	if !in.Active() {
-		t.Fatal("the kill switch waited for the disk")
+	down := statetest.NewFailing(state.NewMemory(nil))
+	down.SetDown(true)
+	in2, _ := NewIncident(IncidentOptions{KV: down})
+	if denied, code := in2.Check(in2.Pin(ctx), req); !denied || code != ReasonStateUnavailable {
+		t.Fatalf("a failed pinned read: %v %s", denied, code)
 	}
+}
+
+// countingKV counts Gets.
+type countingKV struct {
+	state.KV
+	gets atomic.Int32
+}
+
+func (c *countingKV) Get(ctx context.Context, key string) ([]byte, error) {
+	c.gets.Add(1)
+	return c.KV.Get(ctx, key)
 }

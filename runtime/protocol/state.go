@@ -11,10 +11,12 @@
 package protocol
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +24,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/state"
 )
 
 // Errors of Open. Each one is a refusal of the client's retry.
@@ -83,10 +87,12 @@ type SealerOptions struct {
 }
 
 // Redeemed remembers the nonces of redeemed states until they expire. A
-// shared implementation lets replicas refuse each other's replays.
+// shared implementation (KVRedeemed) lets replicas refuse each other's
+// replays.
 type Redeemed interface {
 	// Redeem records nonce until expires and reports whether it was new.
-	Redeem(nonce string, expires time.Time) bool
+	// An error means it could not tell: the state must not open.
+	Redeem(ctx context.Context, nonce string, expires time.Time) (bool, error)
 }
 
 // Sealer seals and opens request states with one key.
@@ -153,8 +159,10 @@ func (s *Sealer) mac(text string) []byte {
 }
 
 // Open verifies a sealed state for principal and redeems it: a state opens
-// once. The checks run in order: size, seal, expiry, principal, nonce.
-func (s *Sealer) Open(sealed, principal string) (State, error) {
+// once. The checks run in order: size, seal, expiry, principal, nonce. An
+// error that is none of the ErrState* errors is the Redeemed's (the
+// shared state could not be reached): the state does not open.
+func (s *Sealer) Open(ctx context.Context, sealed, principal string) (State, error) {
 	if len(sealed) > MaxSealedState {
 		return State{}, ErrStateInvalid
 	}
@@ -181,7 +189,11 @@ func (s *Sealer) Open(sealed, principal string) (State, error) {
 	if st.Principal != principal {
 		return State{}, ErrStateForeign
 	}
-	if !s.redeemed.Redeem(st.Nonce, exp) {
+	fresh, err := s.redeemed.Redeem(ctx, st.Nonce, exp)
+	if err != nil {
+		return State{}, fmt.Errorf("protocol: redeeming a request state: %w", err)
+	}
+	if !fresh {
 		return State{}, ErrStateReplayed
 	}
 	return st, nil
@@ -210,17 +222,46 @@ func NewRedeemedCache(max int, now func() time.Time) *RedeemedCache {
 }
 
 // Redeem implements Redeemed.
-func (c *RedeemedCache) Redeem(nonce string, expires time.Time) bool {
+func (c *RedeemedCache) Redeem(_ context.Context, nonce string, expires time.Time) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, seen := c.until[nonce]; seen {
-		return false
+		return false, nil
 	}
 	if len(c.until) >= c.max {
 		c.sweep()
 	}
 	c.until[nonce] = expires
-	return true
+	return true, nil
+}
+
+// KVRedeemed is the Redeemed of every process sharing a state.KV: a nonce
+// is redeemed by creating "mrtr/nonce/<nonce>" with the state's remaining
+// lifetime as TTL, so a state redeemed on one replica cannot be redeemed
+// on another.
+type KVRedeemed struct {
+	// KV is the shared store.
+	KV state.KV
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Redeem implements Redeemed.
+func (k KVRedeemed) Redeem(ctx context.Context, nonce string, expires time.Time) (bool, error) {
+	now := time.Now
+	if k.Now != nil {
+		now = k.Now
+	}
+	ttl := expires.Sub(now())
+	if ttl <= 0 {
+		return false, nil
+	}
+	sum := sha256.Sum256([]byte(nonce))
+	ok, err := k.KV.Create(ctx, "mrtr/nonce/"+hex.EncodeToString(sum[:16]), []byte{1}, ttl)
+	if err != nil {
+		return false, fmt.Errorf("protocol: %w", err)
+	}
+	return ok, nil
 }
 
 // sweep drops expired nonces, and when that is not enough the half that

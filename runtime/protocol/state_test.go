@@ -1,10 +1,14 @@
 package protocol
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/state"
+	"github.com/quiver-mcp/quiver/runtime/state/statetest"
 )
 
 // clock is a settable test clock.
@@ -37,7 +41,7 @@ func TestSealOpen(t *testing.T) {
 	if strings.Contains(sealed, "alice") || strings.ContainsAny(sealed, "+/= ") {
 		t.Fatalf("sealed state is not opaque base64url: %q", sealed)
 	}
-	out, err := s.Open(sealed, "jwt:ci:alice")
+	out, err := s.Open(context.Background(), sealed, "jwt:ci:alice")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +49,7 @@ func TestSealOpen(t *testing.T) {
 		t.Fatalf("opened %+v", out)
 	}
 	// A state opens once.
-	if _, err := s.Open(sealed, "jwt:ci:alice"); !errors.Is(err, ErrStateReplayed) {
+	if _, err := s.Open(context.Background(), sealed, "jwt:ci:alice"); !errors.Is(err, ErrStateReplayed) {
 		t.Fatalf("replay: %v", err)
 	}
 }
@@ -88,23 +92,23 @@ func TestOpenRefusals(t *testing.T) {
 		{"foreign principal", seal(s), "q", ErrStateForeign},
 	}
 	for _, tc := range cases {
-		if _, err := s.Open(tc.sealed, tc.principal); !errors.Is(err, tc.want) {
+		if _, err := s.Open(context.Background(), tc.sealed, tc.principal); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
 	late := seal(s)
 	c.t = c.t.Add(time.Minute)
-	if _, err := s.Open(late, "p"); !errors.Is(err, ErrStateExpired) {
+	if _, err := s.Open(context.Background(), late, "p"); !errors.Is(err, ErrStateExpired) {
 		t.Errorf("expired: %v", err)
 	}
 	// A refused state is not redeemed: the right caller can still use it
 	// in time.
 	c.t = c.t.Add(-30 * time.Second)
 	foreign := seal(s)
-	if _, err := s.Open(foreign, "q"); !errors.Is(err, ErrStateForeign) {
+	if _, err := s.Open(context.Background(), foreign, "q"); !errors.Is(err, ErrStateForeign) {
 		t.Fatal(err)
 	}
-	if _, err := s.Open(foreign, "p"); err != nil {
+	if _, err := s.Open(context.Background(), foreign, "p"); err != nil {
 		t.Fatalf("after a foreign attempt: %v", err)
 	}
 }
@@ -120,14 +124,14 @@ func TestRedeemedCacheBounded(t *testing.T) {
 	c := &clock{t: time.Unix(0, 0)}
 	r := NewRedeemedCache(100, c.now)
 	for i := range 1000 {
-		if !r.Redeem(string(rune(0x4e00+i)), c.t.Add(time.Duration(i)*time.Second)) {
+		if ok, _ := r.Redeem(context.Background(), string(rune(0x4e00+i)), c.t.Add(time.Duration(i)*time.Second)); !ok {
 			t.Fatalf("nonce %d refused", i)
 		}
 	}
 	if len(r.until) > 100 {
 		t.Fatalf("%d nonces kept", len(r.until))
 	}
-	if r.Redeem(string(rune(0x4e00+999)), c.t.Add(time.Hour)) {
+	if ok, _ := r.Redeem(context.Background(), string(rune(0x4e00+999)), c.t.Add(time.Hour)); ok {
 		t.Fatal("the newest nonce was forgotten")
 	}
 }
@@ -150,9 +154,35 @@ func FuzzOpen(f *testing.F) {
 	f.Add(".")
 	f.Add("e30.AAAA")
 	f.Fuzz(func(t *testing.T, sealed string) {
-		st, err := s.Open(sealed, "p")
+		st, err := s.Open(context.Background(), sealed, "p")
 		if err == nil && (st.Nonce == "" || st.Principal != "p") {
 			t.Fatalf("opened %+v", st)
 		}
 	})
+}
+
+// TestKVRedeemed: two sealers with one key on one KV are two replicas: a
+// state redeemed on one does not open on the other, and a KV that cannot
+// be reached opens nothing.
+func TestKVRedeemed(t *testing.T) {
+	ctx := context.Background()
+	key, _ := NewKey()
+	kv := statetest.NewFailing(state.NewMemory(nil))
+	a, _ := NewSealer(key, SealerOptions{Redeemed: KVRedeemed{KV: kv}})
+	b, _ := NewSealer(key, SealerOptions{Redeemed: KVRedeemed{KV: kv}})
+	sealed, err := a.Seal(State{Principal: "p", Upstream: "u"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.SetDown(true)
+	if _, err := b.Open(ctx, sealed, "p"); !errors.Is(err, state.ErrUnavailable) {
+		t.Fatalf("open with the KV down: %v", err)
+	}
+	kv.SetDown(false)
+	if _, err := b.Open(ctx, sealed, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Open(ctx, sealed, "p"); !errors.Is(err, ErrStateReplayed) {
+		t.Fatalf("replayed on the other replica: %v", err)
+	}
 }

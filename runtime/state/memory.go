@@ -18,7 +18,14 @@ type Memory struct {
 	mu     sync.Mutex
 	m      map[string]memItem
 	closed bool
+	// puts counts writes since the last sweep of expired entries.
+	puts int
 }
+
+// sweepEvery is how many writes pass between two sweeps of the expired
+// entries, so that keys written once and never read again (redeemed
+// nonces, windows of principals gone quiet) do not pile up.
+const sweepEvery = 4096
 
 type memItem struct {
 	val []byte
@@ -49,6 +56,15 @@ func (s *Memory) live(key string) (memItem, bool) {
 }
 
 func (s *Memory) put(key string, val []byte, ttl time.Duration) {
+	if s.puts++; s.puts >= sweepEvery {
+		s.puts = 0
+		now := s.now()
+		for k, it := range s.m {
+			if !it.exp.IsZero() && !now.Before(it.exp) {
+				delete(s.m, k)
+			}
+		}
+	}
 	it := memItem{val: bytes.Clone(val)}
 	if ttl > 0 {
 		it.exp = s.now().Add(ttl)

@@ -6,22 +6,39 @@
 //
 // An [Exchanger] serves one upstream. It authenticates to the token
 // endpoint with HTTP Basic (client_id and client secret), caches each
-// exchanged token per (principal key, audience) until shortly before it
-// expires, and never puts a token into an error, a log line or a receipt.
+// exchanged token until shortly before it expires, and never puts a token
+// into an error, a log line or a receipt.
+//
+// The cache is a state.KV shared by every replica: an entry is keyed by a
+// sha256 of what is exchanged (endpoint, client, audience, scope, subject
+// token type, principal and subject token) and holds the token encrypted
+// with AES-256-GCM under a key derived by HKDF-SHA256 from the client
+// secret, so every replica that has the secret derives the same key and
+// the store alone never holds a usable token. The cache is only a cache:
+// when the KV fails, the token is exchanged again.
 package tokenexchange
 
 import (
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/state"
 )
 
 // Grant and token type URNs of RFC 8693.
@@ -38,8 +55,6 @@ const (
 	DefaultTimeout = 10 * time.Second
 	// DefaultMaxResponseBytes bounds a token endpoint's answer.
 	DefaultMaxResponseBytes = 64 << 10
-	// DefaultMaxEntries bounds the cache.
-	DefaultMaxEntries = 10000
 	// DefaultLifetime is assumed for an answer without expires_in.
 	DefaultLifetime = 60 * time.Second
 	// expiryMargin: a cached token is not used within this long of its
@@ -79,11 +94,19 @@ type Config struct {
 	Timeout time.Duration
 	// MaxResponseBytes bounds an answer (default DefaultMaxResponseBytes).
 	MaxResponseBytes int64
-	// MaxEntries bounds the cache (default DefaultMaxEntries).
-	MaxEntries int
+	// KV caches the exchanged tokens, encrypted (default: an in-process
+	// state.NewMemory). Without a ClientSecret there is no key to encrypt
+	// with, and the cache stays in process memory whatever KV is.
+	KV state.KV
+	// Logger receives the cache's failures, at warn (default: discarded).
+	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
+
+// cacheKeyLabel is the HKDF info of the cache's encryption key: a fixed
+// label, so that every replica derives the same key from the same secret.
+const cacheKeyLabel = "quiver token-exchange cache v1"
 
 // Exchanger exchanges subject tokens at one token endpoint for one
 // audience, with a cache. It is safe for concurrent use.
@@ -91,14 +114,12 @@ type Exchanger struct {
 	cfg Config
 	url *url.URL
 
-	mu      sync.Mutex
-	entries map[string]entry
-	flights map[string]*flight
-}
+	kv   state.KV
+	aead cipher.AEAD // nil: kv is in process memory, tokens kept plain
+	log  *slog.Logger
 
-type entry struct {
-	token string
-	until time.Time // not used at or after this instant
+	mu      sync.Mutex
+	flights map[string]*flight
 }
 
 // flight is one exchange in progress, shared by concurrent requests of the
@@ -149,13 +170,84 @@ func New(cfg Config) (*Exchanger, error) {
 	if cfg.MaxResponseBytes <= 0 {
 		cfg.MaxResponseBytes = DefaultMaxResponseBytes
 	}
-	if cfg.MaxEntries <= 0 {
-		cfg.MaxEntries = DefaultMaxEntries
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Exchanger{cfg: cfg, url: u, entries: map[string]entry{}, flights: map[string]*flight{}}, nil
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	x := &Exchanger{cfg: cfg, url: u, kv: cfg.KV, log: cfg.Logger, flights: map[string]*flight{}}
+	if cfg.ClientSecret == "" || x.kv == nil {
+		x.kv = state.NewMemory(cfg.Now)
+	} else {
+		key, err := hkdf.Key(sha256.New, []byte(cfg.ClientSecret), nil, cacheKeyLabel, 32)
+		if err != nil {
+			return nil, fmt.Errorf("tokenexchange: %w", err)
+		}
+		block, err := aes.NewCipher(key)
+		if err != nil {
+			return nil, fmt.Errorf("tokenexchange: %w", err)
+		}
+		if x.aead, err = cipher.NewGCM(block); err != nil {
+			return nil, fmt.Errorf("tokenexchange: %w", err)
+		}
+	}
+	return x, nil
+}
+
+// cacheKey is the KV key of one exchange: a hash of everything the
+// exchanged token depends on.
+func (x *Exchanger) cacheKey(key, subject string) string {
+	h := sha256.New()
+	for _, s := range []string{x.cfg.TokenURL, x.cfg.ClientID, x.cfg.Audience, x.cfg.Scope, x.cfg.SubjectTokenType, key, subject} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	return "tx/" + hex.EncodeToString(h.Sum(nil))
+}
+
+// cached returns the cached token of ck, or "" when there is none (or the
+// cache cannot be read: logged, and the caller exchanges again).
+func (x *Exchanger) cached(ctx context.Context, ck string) string {
+	v, err := x.kv.Get(ctx, ck)
+	if errors.Is(err, state.ErrNotFound) {
+		return ""
+	}
+	if err != nil {
+		x.log.Warn("token exchange cache unavailable; exchanging again", "audience", x.cfg.Audience, "err", err)
+		return ""
+	}
+	if x.aead == nil {
+		return string(v)
+	}
+	n := x.aead.NonceSize()
+	if len(v) < n {
+		return ""
+	}
+	plain, err := x.aead.Open(nil, v[:n], v[n:], []byte(ck))
+	if err != nil {
+		// Another secret (a rotated one) sealed it: exchange again.
+		return ""
+	}
+	return string(plain)
+}
+
+// store caches tok under ck for ttl; a failure is logged and dropped.
+func (x *Exchanger) store(ctx context.Context, ck, tok string, ttl time.Duration) {
+	if ttl <= 0 {
+		return
+	}
+	v := []byte(tok)
+	if x.aead != nil {
+		nonce := make([]byte, x.aead.NonceSize())
+		if _, err := rand.Read(nonce); err != nil {
+			return
+		}
+		v = x.aead.Seal(nonce, nonce, v, []byte(ck))
+	}
+	if err := x.kv.Set(ctx, ck, v, ttl); err != nil {
+		x.log.Warn("token exchange cache unavailable; the token is not cached", "audience", x.cfg.Audience, "err", err)
+	}
 }
 
 // CheckTokenURL parses s and accepts https URLs, and http URLs on a
@@ -202,16 +294,12 @@ func (x *Exchanger) Exchange(ctx context.Context, key, subject string, notAfter 
 	if subject == "" {
 		return "", fmt.Errorf("%w: %w", ErrExchange, ErrNoSubject)
 	}
-	ck := key + "\x00" + x.cfg.Audience
+	ck := x.cacheKey(key, subject)
 	for {
-		x.mu.Lock()
-		if e, ok := x.entries[ck]; ok {
-			if x.cfg.Now().Before(e.until) {
-				x.mu.Unlock()
-				return e.token, nil
-			}
-			delete(x.entries, ck)
+		if tok := x.cached(ctx, ck); tok != "" {
+			return tok, nil
 		}
+		x.mu.Lock()
 		f, running := x.flights[ck]
 		if !running {
 			f = &flight{done: make(chan struct{})}
@@ -253,23 +341,7 @@ func (x *Exchanger) exchangeAndStore(ctx context.Context, ck, subject string, no
 	if !notAfter.IsZero() && notAfter.Before(until) {
 		until = notAfter
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if len(x.entries) >= x.cfg.MaxEntries {
-		now := x.cfg.Now()
-		for k, e := range x.entries {
-			if !now.Before(e.until) {
-				delete(x.entries, k)
-			}
-		}
-		for k := range x.entries {
-			if len(x.entries) < x.cfg.MaxEntries {
-				break
-			}
-			delete(x.entries, k)
-		}
-	}
-	x.entries[ck] = entry{token: tok, until: until}
+	x.store(ctx, ck, tok, until.Sub(x.cfg.Now()))
 	return tok, nil
 }
 

@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/state"
+	"github.com/quiver-mcp/quiver/runtime/state/statetest"
 )
 
 // endpoint is a scripted token endpoint.
@@ -264,5 +267,44 @@ func TestNewChecksConfig(t *testing.T) {
 		if _, err := CheckTokenURL(ok); err != nil {
 			t.Errorf("CheckTokenURL(%q) = %v", ok, err)
 		}
+	}
+}
+
+// TestExchangeSharedCache: two exchangers with one secret on one KV are
+// two replicas: a token exchanged by one is reused by the other; the KV
+// holds it only encrypted; a KV that fails means a fresh exchange, never
+// a refusal; another secret cannot read the entry and exchanges again.
+func TestExchangeSharedCache(t *testing.T) {
+	ctx := context.Background()
+	n := atomic.Int32{}
+	e := newEndpoint(t, func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"access_token":"tok-%d","token_type":"Bearer","expires_in":600}`, n.Add(1))
+	})
+	kv := statetest.NewFailing(state.NewMemory(nil))
+	a := newExchanger(t, e, func(c *Config) { c.KV = kv })
+	b := newExchanger(t, e, func(c *Config) { c.KV = kv })
+	if tok, err := a.Exchange(ctx, "alice", "sub", time.Time{}); err != nil || tok != "tok-1" {
+		t.Fatal(tok, err)
+	}
+	if tok, err := b.Exchange(ctx, "alice", "sub", time.Time{}); err != nil || tok != "tok-1" {
+		t.Fatalf("the other replica: %q %v", tok, err)
+	}
+	entries, _ := kv.Scan(ctx, "tx/", 10)
+	if len(entries) != 1 || strings.Contains(string(entries[0].Value), "tok-1") {
+		t.Fatalf("cache entries %q", entries)
+	}
+	// A new subject token is a new exchange.
+	if tok, _ := b.Exchange(ctx, "alice", "sub2", time.Time{}); tok != "tok-2" {
+		t.Fatalf("new subject token: %q", tok)
+	}
+	kv.SetDown(true)
+	if tok, err := a.Exchange(ctx, "alice", "sub", time.Time{}); err != nil || tok != "tok-3" {
+		t.Fatalf("with the cache down: %q %v", tok, err)
+	}
+	kv.SetDown(false)
+	other := newExchanger(t, e, func(c *Config) { c.KV = kv; c.ClientSecret = "another" })
+	if tok, err := other.Exchange(ctx, "alice", "sub", time.Time{}); err != nil || tok != "tok-4" {
+		t.Fatalf("another secret: %q %v", tok, err)
 	}
 }
