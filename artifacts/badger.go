@@ -419,17 +419,8 @@ func (s *BadgerStore) Put(ctx context.Context, owner string, in PutInput) (Meta,
 
 // checkPutInput validates in and returns the metadata record to fill.
 func (s *BadgerStore) checkPutInput(owner string, in PutInput) (metaRecord, error) {
-	switch {
-	case in.Body != nil && in.Data != nil:
-		return metaRecord{}, fmt.Errorf("%w: set Data or Body, not both", ErrInvalid)
-	case in.Body != nil && in.Size < 0:
-		return metaRecord{}, fmt.Errorf("%w: negative Size", ErrInvalid)
-	case len(in.MediaType) > MaxMediaTypeBytes:
-		return metaRecord{}, fmt.Errorf("%w: media type longer than %d bytes", ErrInvalid, MaxMediaTypeBytes)
-	case len(in.Label) > MaxLabelBytes:
-		return metaRecord{}, fmt.Errorf("%w: label longer than %d bytes", ErrInvalid, MaxLabelBytes)
-	case strings.ContainsFunc(in.MediaType, isControl):
-		return metaRecord{}, fmt.Errorf("%w: control character in media type", ErrInvalid)
+	if err := ValidatePutInput(in); err != nil {
+		return metaRecord{}, err
 	}
 	rec := metaRecord{Owner: owner, MediaType: in.MediaType, Label: in.Label, Size: int64(len(in.Data))}
 	if rec.MediaType == "" {
