@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/quiver-mcp/quiver/runtime/state/redisstate"
 	"github.com/spf13/cobra"
 )
 
@@ -30,6 +31,7 @@ func (e *exitError) Unwrap() error { return e.err }
 func usageError(err error) error { return &exitError{code: 2, err: err} }
 
 func main() {
+	redisstate.DiscardDriverLogs()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
