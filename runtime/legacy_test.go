@@ -56,7 +56,7 @@ func TestImportLegacyState(t *testing.T) {
 	if len(st.Kill) != 1 || st.Kill[0].ID != "k1" || st.Principals["mallory"].Reason != "stolen laptop" {
 		t.Fatalf("incident state after the upgrade: %+v", st)
 	}
-	if !rt.auth.incident.Revoked(ctx, "", "mallory") {
+	if r, err := rt.auth.incident.Revoked(ctx, "", "mallory"); !r || err != nil {
 		t.Fatal("a principal revoked before the upgrade is not revoked after it")
 	}
 	for _, k := range []string{"idem/live", "idem/forever"} {

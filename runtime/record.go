@@ -313,9 +313,14 @@ func (r *Runtime) denyReceipt(req *http.Request, reason string) {
 	if req.ContentLength > 0 {
 		c.rc.Request.SizeBytesIn = req.ContentLength
 	}
-	c.rc.Decision, c.decided = receipts.Decision{Result: "deny", PolicyID: "authn", ReasonCodes: []string{CodeUnauthenticated, reason}}, true
+	code, msg := CodeUnauthenticated, "unauthenticated"
+	if reason == identity.ReasonStateUnavailable {
+		// Not the caller's fault: the revocations could not be read.
+		code, msg = CodeStateUnavailable, "the state backend is unavailable"
+	}
+	c.rc.Decision, c.decided = receipts.Decision{Result: "deny", PolicyID: "authn", ReasonCodes: []string{code, reason}}, true
 	c.rc.Outcome.Message = req.Method + " " + req.URL.Path
-	r.rec.write(c, nil, &Error{Code: CodeUnauthenticated, Message: "unauthenticated"}, 0)
+	r.rec.write(c, nil, &Error{Code: code, Message: msg}, 0)
 }
 
 // adminReceipt records an operator action of the admin API.

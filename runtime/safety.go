@@ -123,9 +123,11 @@ func (r *Runtime) initIdentity() error {
 		cfg := r.cfg.Auth
 		cfg.Local = local
 		getenv := func(k string) string { v, _ := r.deps.Getenv(k); return v }
-		v, err := identity.NewVerifier(cfg, identity.Options{Getenv: getenv, Logger: r.log, Revoked: func(ctx context.Context, jti, sub string) bool {
-			in := r.auth.incident
-			return in != nil && in.Revoked(ctx, jti, sub)
+		v, err := identity.NewVerifier(cfg, identity.Options{Getenv: getenv, Logger: r.log, Revoked: func(ctx context.Context, jti, sub string) (bool, error) {
+			if in := r.auth.incident; in != nil {
+				return in.Revoked(ctx, jti, sub)
+			}
+			return false, nil
 		}})
 		if err != nil {
 			return fmt.Errorf("runtime: auth: %w", err)

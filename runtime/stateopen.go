@@ -15,6 +15,7 @@ import (
 	"github.com/quiver-mcp/quiver/artifacts"
 	"github.com/quiver-mcp/quiver/runtime/config"
 	qstate "github.com/quiver-mcp/quiver/runtime/state"
+	"github.com/quiver-mcp/quiver/runtime/state/redisstate"
 )
 
 // openState returns the state backend every kind of state is built on:
@@ -37,13 +38,7 @@ func (r *Runtime) openState(ctx context.Context) (b qstate.Backend, owned bool, 
 		if terr != nil {
 			return nil, false, fmt.Errorf("state: %w", terr)
 		}
-		_, _ = password, tc
-		// PLACEHOLDER (lead): when package redisstate lands, replace the
-		// line below with
-		//   b, err = redisstate.Open(ctx, redisstate.Options{URL: s.Redis.URL, Password: password, TLS: tc, KeyPrefix: s.Redis.KeyPrefix, Artifacts: ao, Logger: r.log})
-		// and drop the `_, _ =` line above.
-		r.log.Warn("state backend redis is not built in yet: state is kept in this process's memory")
-		b, err = qstate.OpenMemory(ao)
+		b, err = redisstate.Open(ctx, redisstate.Options{URL: s.Redis.URL, Password: password, TLS: tc, KeyPrefix: s.Redis.KeyPrefix, Artifacts: ao, Logger: r.log})
 	case r.cfg.StateDir == "":
 		r.log.Warn("no state directory: state (artifacts, idempotency records, incident state, approvals) is kept in memory and lost at exit")
 		b, err = qstate.OpenMemory(ao)

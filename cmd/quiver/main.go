@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/quiver-mcp/quiver/runtime/sandbox"
+	"github.com/quiver-mcp/quiver/runtime/state/redisstate"
 	"github.com/spf13/cobra"
 )
 
@@ -34,6 +35,7 @@ func main() {
 	// Inside a sandbox, this binary is first the helper that applies the
 	// limits and relays the egress proxy (runtime/sandbox).
 	sandbox.RunHelper(os.Args)
+	redisstate.DiscardDriverLogs()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

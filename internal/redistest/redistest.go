@@ -44,6 +44,7 @@ type config struct {
 	password  string
 	maxMemory string
 	tls       bool
+	persist   bool
 }
 
 // WithPassword makes the server require password (requirepass).
@@ -55,6 +56,13 @@ func WithPassword(password string) Option {
 // noeviction policy, so writes past the cap fail with an OOM error.
 func WithMaxMemory(limit string) Option {
 	return func(c *config) { c.maxMemory = limit }
+}
+
+// WithPersistence makes the server keep an append-only file synced on
+// every write, so that what it acknowledged survives Stop (a SIGKILL) and
+// Restart, as a production Redis with appendonly yes would.
+func WithPersistence() Option {
+	return func(c *config) { c.persist = true }
 }
 
 // WithTLS makes the server speak only TLS, with a self-signed certificate
@@ -143,6 +151,10 @@ func (s *Server) args() []string {
 		a = append(a, "--tls-port", strconv.Itoa(s.port),
 			"--tls-cert-file", filepath.Join(s.dir, "cert.pem"), "--tls-key-file", filepath.Join(s.dir, "key.pem"),
 			"--tls-auth-clients", "no")
+	}
+	if s.cfg.persist {
+		a[7] = "yes" // --appendonly
+		a = append(a, "--appendfsync", "always")
 	}
 	if s.cfg.password != "" {
 		a = append(a, "--requirepass", s.cfg.password)
@@ -323,7 +335,8 @@ func (s *Server) signal(sig syscall.Signal) {
 }
 
 // Restart stops the server (if running) and starts it again on the same
-// port with the same options. Nothing stored survives.
+// port with the same options. Nothing stored survives, unless the server
+// was started WithPersistence.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()

@@ -110,3 +110,45 @@ func TestTLS(t *testing.T) {
 		t.Fatal("a TLS server answered plain text")
 	}
 }
+
+// inline sends one inline command and returns the first reply line and,
+// for a bulk string, its value.
+func inline(t *testing.T, addr, cmd string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasPrefix(line, "$") && !strings.HasPrefix(line, "$-1") {
+		v, _ := r.ReadString('\n')
+		return strings.TrimSpace(v)
+	}
+	return strings.TrimSpace(line)
+}
+
+func TestPersistence(t *testing.T) {
+	s := Start(t, WithPersistence())
+	if got := inline(t, s.Addr(), "SET k v"); got != "+OK" {
+		t.Fatalf("SET = %q", got)
+	}
+	s.Restart()
+	if got := inline(t, s.Addr(), "GET k"); got != "v" {
+		t.Fatalf("GET after a restart = %q", got)
+	}
+	plain := Start(t)
+	inline(t, plain.Addr(), "SET k v")
+	plain.Restart()
+	if got := inline(t, plain.Addr(), "GET k"); got != "$-1" {
+		t.Fatalf("without persistence GET after a restart = %q", got)
+	}
+}

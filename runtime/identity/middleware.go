@@ -104,6 +104,10 @@ func (v *Verifier) Middleware(o MiddlewareOptions) func(http.Handler) http.Handl
 				if o.OnDeny != nil {
 					o.OnDeny(r, reason)
 				}
+				if reason == ReasonStateUnavailable {
+					writeUnavailable(w)
+					return
+				}
 				writeUnauthorized(w, challenge(reason), reason)
 				return
 			}
@@ -153,6 +157,19 @@ func writeUnauthorized(w http.ResponseWriter, challenge, reason string) {
 	w.WriteHeader(http.StatusUnauthorized)
 	body, _ := json.Marshal(map[string]string{"error": "invalid_token", "error_description": reason})
 	_, _ = w.Write(append(body, '\n'))
+}
+
+// writeUnavailable writes the 503 answer of a request whose token could
+// not be checked against the revocation state: the client should retry,
+// not drop its credentials.
+func writeUnavailable(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write([]byte(`{"error":"STATE_UNAVAILABLE","error_description":"the state backend is unavailable; retry later"}` + "\n"))
 }
 
 // TokenInfo converts p into the go-sdk's auth.TokenInfo: UserID is

@@ -225,3 +225,29 @@ func TestMiddlewareMCP(t *testing.T) {
 		t.Fatalf("denied = %q", denied)
 	}
 }
+
+// TestMiddlewareStateUnavailable: a token that cannot be checked against
+// the revocation state is answered 503 with Retry-After (an outage the
+// client retries), not 401 (which would send it to re-authenticate), and
+// the protected handler does not run.
+func TestMiddlewareStateUnavailable(t *testing.T) {
+	f := newFixture(t)
+	f.revoked.Store("STATE_DOWN", true)
+	var denied []string
+	s := &seen{}
+	h := f.v.Middleware(MiddlewareOptions{OnDeny: func(_ *http.Request, reason string) { denied = append(denied, reason) }})(s.handler())
+	good := sign(t, jwt.SigningMethodHS256, []byte(testSecret), "", claims(issHS, nil))
+	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader("{}"))
+	r.Header.Set("Authorization", "Bearer "+good)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || w.Header().Get("WWW-Authenticate") != "" {
+		t.Fatalf("status %d, headers %v", w.Code, w.Header())
+	}
+	if !strings.Contains(w.Body.String(), `"STATE_UNAVAILABLE"`) || s.calls != 0 {
+		t.Fatalf("body %q, handler calls %d", w.Body, s.calls)
+	}
+	if len(denied) != 1 || denied[0] != ReasonStateUnavailable {
+		t.Fatalf("OnDeny got %q", denied)
+	}
+}

@@ -22,20 +22,23 @@ var ErrInvalidToken = errors.New("invalid token")
 // The causes of a *TokenError, matched with errors.Is. ErrUnknownKID and
 // ErrKeysUnavailable (jwks.go) are causes too.
 var (
-	ErrNoToken          = errors.New("no bearer token")
-	ErrMalformedHeader  = errors.New("malformed Authorization header")
-	ErrTokenTooLarge    = errors.New("token too large")
-	ErrMalformedToken   = errors.New("malformed token")
-	ErrUnknownIssuer    = errors.New("unknown issuer")
-	ErrAlgNotAllowed    = errors.New("signing algorithm not allowed for the issuer")
-	ErrSignature        = errors.New("bad signature")
-	ErrExpired          = errors.New("token expired")
-	ErrNotYetValid      = errors.New("token not yet valid")
-	ErrAudience         = errors.New("token audience not accepted")
-	ErrMissingClaim     = errors.New("required claim missing")
-	ErrBadClaim         = errors.New("claim has an invalid value")
-	ErrRevoked          = errors.New("token or principal revoked")
-	ErrVerifierInternal = errors.New("token verification failed")
+	ErrNoToken         = errors.New("no bearer token")
+	ErrMalformedHeader = errors.New("malformed Authorization header")
+	ErrTokenTooLarge   = errors.New("token too large")
+	ErrMalformedToken  = errors.New("malformed token")
+	ErrUnknownIssuer   = errors.New("unknown issuer")
+	ErrAlgNotAllowed   = errors.New("signing algorithm not allowed for the issuer")
+	ErrSignature       = errors.New("bad signature")
+	ErrExpired         = errors.New("token expired")
+	ErrNotYetValid     = errors.New("token not yet valid")
+	ErrAudience        = errors.New("token audience not accepted")
+	ErrMissingClaim    = errors.New("required claim missing")
+	ErrBadClaim        = errors.New("claim has an invalid value")
+	ErrRevoked         = errors.New("token or principal revoked")
+	// ErrRevocationsUnavailable: the revocation state could not be read,
+	// so the token is neither accepted nor called revoked.
+	ErrRevocationsUnavailable = errors.New("revocation state unavailable")
+	ErrVerifierInternal       = errors.New("token verification failed")
 )
 
 // Reason codes of a *TokenError, one per cause; stable strings for logs,
@@ -56,7 +59,10 @@ const (
 	ReasonMissingClaim    = "missing_claim"
 	ReasonBadClaim        = "bad_claim"
 	ReasonRevoked         = "revoked"
-	ReasonInternal        = "verification_failed"
+	// ReasonStateUnavailable: the revocation state could not be read; the
+	// middleware answers 503, a retryable outage, not 401.
+	ReasonStateUnavailable = "state_unavailable"
+	ReasonInternal         = "verification_failed"
 )
 
 // TokenError is why a token was refused. Its message never quotes the
@@ -105,10 +111,10 @@ type Options struct {
 	// its jti ("" when the token has none) and its subject, then once more
 	// with the principal key ([Principal.Key], "jwt:<issuer>:<sub>") in
 	// place of the subject, so that a revocation list may name either;
-	// true refuses the token with ReasonRevoked. It must be fast, safe
-	// for concurrent use and fail closed: true when it cannot tell
-	// (policy.Incident.Revoked is all three).
-	Revoked func(ctx context.Context, jti, sub string) bool
+	// true refuses the token with ReasonRevoked; an error (it cannot tell)
+	// refuses it with ReasonStateUnavailable. It must be fast and safe for
+	// concurrent use (policy.Incident.Revoked is both).
+	Revoked func(ctx context.Context, jti, sub string) (bool, error)
 	// Logger receives JWKS load failures (default: discarded).
 	Logger *slog.Logger
 }
@@ -121,7 +127,7 @@ type Verifier struct {
 	issuers  map[string]*issuer // by iss claim
 	maxBytes int
 	now      func() time.Time
-	revoked  func(ctx context.Context, jti, sub string) bool
+	revoked  func(ctx context.Context, jti, sub string) (bool, error)
 }
 
 // issuer is one configured issuer, ready to verify.
@@ -274,8 +280,16 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Principal, error) 
 	if err != nil {
 		return Principal{}, err
 	}
-	if v.revoked != nil && (v.revoked(ctx, p.JTI, p.Sub) || v.revoked(ctx, p.JTI, p.Key())) {
-		return Principal{}, tokenErr(ReasonRevoked, ErrRevoked)
+	if v.revoked != nil {
+		for _, who := range []string{p.Sub, p.Key()} {
+			revoked, err := v.revoked(ctx, p.JTI, who)
+			if err != nil {
+				return Principal{}, tokenErr(ReasonStateUnavailable, fmt.Errorf("%w: %w", ErrRevocationsUnavailable, err))
+			}
+			if revoked {
+				return Principal{}, tokenErr(ReasonRevoked, ErrRevoked)
+			}
+		}
 	}
 	return p, nil
 }

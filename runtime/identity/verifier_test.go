@@ -62,10 +62,13 @@ func newFixture(t testing.TB) *fixture {
 			return ""
 		},
 		Now: f.clock.Now,
-		Revoked: func(_ context.Context, jti, sub string) bool {
+		Revoked: func(_ context.Context, jti, sub string) (bool, error) {
+			if _, down := f.revoked.Load("STATE_DOWN"); down {
+				return true, errors.New("state down")
+			}
 			_, a := f.revoked.Load(jti)
 			_, b := f.revoked.Load("sub:" + sub)
-			return a || b
+			return a || b, nil
 		},
 	})
 	if err != nil {

@@ -365,20 +365,21 @@ func (in *Incident) Check(ctx context.Context, req Request) (bool, string) {
 // Revoked reports whether the token jti, or the principal named by sub (a
 // subject or a principal key), is revoked; it fits
 // identity.Options.Revoked, so that revoked tokens and principals fail
-// authentication. It fails closed: true when the state cannot be read.
-func (in *Incident) Revoked(ctx context.Context, jti, subOrKey string) bool {
+// authentication. When the state cannot be read it says so with an error
+// (and true, for callers that only look at the bool: fail closed).
+func (in *Incident) Revoked(ctx context.Context, jti, subOrKey string) (bool, error) {
 	s, err := in.snapshot(ctx)
 	if err != nil {
-		return true
+		return true, err
 	}
 	now := in.o.Now()
 	if r, ok := s.state.Tokens[jti]; ok && jti != "" && r.activeAt(now) {
-		return true
+		return true, nil
 	}
 	if r, ok := s.state.Principals[subOrKey]; ok && subOrKey != "" && r.activeAt(now) {
-		return true
+		return true, nil
 	}
-	return false
+	return false, nil
 }
 
 // pinKey keys the snapshot Pin puts into a context, per Incident.

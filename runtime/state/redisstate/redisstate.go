@@ -378,3 +378,13 @@ func isUnavailable(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) || errors.Is(err, io.EOF)
 }
+
+// DiscardDriverLogs silences go-redis's own logger, which is process-wide
+// and prints to stderr (a dead server prints a line per dial attempt).
+// Every failure reaches quiver as an error of this package, logged by
+// quiver's logger, so a command calls this once at start.
+func DiscardDriverLogs() { redis.SetLogger(discardLogger{}) }
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}

@@ -738,14 +738,10 @@ func TestMapErr(t *testing.T) {
 
 func second[T any](_ T, err error) error { return err }
 
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
 // TestMain silences the client's own logger (dial failures are expected
 // here).
 func TestMain(m *testing.M) {
-	redis.SetLogger(quietLogger{})
+	DiscardDriverLogs()
 	os.Exit(m.Run())
 }
 
