@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -65,51 +66,55 @@ rules:
 			r.deps.Policy = approval
 		}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			backend := newFailingBackend(t)
-			dir := t.TempDir()
-			rt, cs, record := guardedAlpha(t, func(r *rig) {
-				r.deps.State = backend
-				r.cfg.StateDir = dir
-				if tc.mut != nil {
-					tc.mut(r)
+	full := fmt.Errorf("redis: %w: OOM command not allowed when used memory > 'maxmemory'", qstate.ErrTooLarge)
+	for _, failure := range []error{qstate.ErrUnavailable, full} {
+		for _, tc := range cases {
+			t.Run(tc.name+"/"+failure.Error()[:12], func(t *testing.T) {
+				backend := newFailingBackend(t)
+				backend.kv.FailWith(failure)
+				dir := t.TempDir()
+				rt, cs, record := guardedAlpha(t, func(r *rig) {
+					r.deps.State = backend
+					r.cfg.StateDir = dir
+					if tc.mut != nil {
+						tc.mut(r)
+					}
+				})
+				args := map[string]any{"tool_id": idOf(t, rt, "alpha", tc.tool), "args": tc.args, "idempotency_key": "k-1"}
+				backend.kv.SetDown(true)
+				e := wantError(t, cs, ToolExecute, args, CodeStateUnavailable)
+				if e["retryable"] != true {
+					t.Fatalf("STATE_UNAVAILABLE not retryable: %v", e)
 				}
-			})
-			args := map[string]any{"tool_id": idOf(t, rt, "alpha", tc.tool), "args": tc.args, "idempotency_key": "k-1"}
-			backend.kv.SetDown(true)
-			e := wantError(t, cs, ToolExecute, args, CodeStateUnavailable)
-			if e["retryable"] != true {
-				t.Fatalf("STATE_UNAVAILABLE not retryable: %v", e)
-			}
-			if calls := recordedCalls(t, record); len(calls) != 0 {
-				t.Fatalf("the upstream was called with the state down: %v", calls)
-			}
-			if err := rt.rec.out.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			denied := false
-			err := receipts.Reader{Dir: filepath.Join(dir, receipts.DirName)}.Query(context.Background(), receipts.Filter{}, func(r receipts.Receipt) error {
-				// deny, or the policy's require_approval it could not
-				// settle: never allow.
-				denied = denied || (r.Outcome.ErrorCode == CodeStateUnavailable && r.Decision.Result != "allow")
-				return nil
-			})
-			if err != nil || !denied {
-				t.Fatalf("no deny receipt with STATE_UNAVAILABLE (%v)", err)
-			}
-			backend.kv.SetDown(false)
-			res, m := runExec(t, cs, args)
-			if tc.name == "approval" {
-				if m["error"] != CodeApprovalRequired {
+				if calls := recordedCalls(t, record); len(calls) != 0 {
+					t.Fatalf("the upstream was called with the state down: %v", calls)
+				}
+				if err := rt.rec.out.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				denied := false
+				err := receipts.Reader{Dir: filepath.Join(dir, receipts.DirName)}.Query(context.Background(), receipts.Filter{}, func(r receipts.Receipt) error {
+					// deny, or the policy's require_approval it could not
+					// settle: never allow.
+					denied = denied || (r.Outcome.ErrorCode == CodeStateUnavailable && r.Decision.Result != "allow")
+					return nil
+				})
+				if err != nil || !denied {
+					t.Fatalf("no deny receipt with STATE_UNAVAILABLE (%v)", err)
+				}
+				backend.kv.SetDown(false)
+				res, m := runExec(t, cs, args)
+				if tc.name == "approval" {
+					if m["error"] != CodeApprovalRequired {
+						t.Fatalf("after recovery: %v", m)
+					}
+					return
+				}
+				if res.IsError {
 					t.Fatalf("after recovery: %v", m)
 				}
-				return
-			}
-			if res.IsError {
-				t.Fatalf("after recovery: %v", m)
-			}
-		})
+			})
+		}
 	}
 }
 

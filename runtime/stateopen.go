@@ -173,10 +173,16 @@ func (s *startedKV) Close() error { return nil }
 // stateUnavailable is the wire error of a call refused because the state
 // it needs cannot be read or written: STATE_UNAVAILABLE, retryable.
 func stateUnavailable(err error) *Error {
-	return newError(CodeStateUnavailable, "the state backend is unavailable; nothing was done, retry later").withCause(err)
+	msg := "the state backend is unavailable; nothing was done, retry later"
+	if errors.Is(err, qstate.ErrTooLarge) {
+		msg = "the state backend is full; nothing was done, retry later"
+	}
+	return newError(CodeStateUnavailable, "%s", msg).withCause(err)
 }
 
 // isStateUnavailable reports whether err is a state backend failure.
+// A store with no room (Redis at maxmemory) is one: every record quiver
+// writes is small, so ErrTooLarge from the store means it is full.
 func isStateUnavailable(err error) bool {
-	return errors.Is(err, qstate.ErrUnavailable) || errors.Is(err, qstate.ErrClosed)
+	return errors.Is(err, qstate.ErrUnavailable) || errors.Is(err, qstate.ErrClosed) || errors.Is(err, qstate.ErrTooLarge)
 }

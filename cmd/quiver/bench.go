@@ -177,6 +177,7 @@ func newBenchOverheadCmd() *cobra.Command {
 		clients, startup     string
 		asJSON, noMemory     bool
 		plot, outJSON, probe string
+		stateList, redisURL  string
 	)
 	cmd := &cobra.Command{
 		Use:   "overhead",
@@ -193,6 +194,28 @@ Progress goes to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
+			if stateList != "" {
+				// The state backends compared, instead of the other runs.
+				so := benchmarks.StateOverheadOptions{RedisURL: redisURL, Calls: opts.Calls, Duration: opts.Duration, Progress: cmd.ErrOrStderr()}
+				for _, b := range strings.Split(stateList, ",") {
+					if b = strings.TrimSpace(b); b != "" {
+						so.Backends = append(so.Backends, b)
+					}
+				}
+				if len(so.Backends) == 1 && so.Backends[0] != "embedded" {
+					so.Backends = append([]string{"embedded"}, so.Backends...)
+				}
+				if cs, err := parseInts("--clients", clients); err == nil && len(cs) == 1 {
+					so.Clients = cs[0]
+				} else if cmd.Flags().Changed("clients") {
+					return usageError(errors.New("--clients: give one number with --state"))
+				}
+				rep, err := benchmarks.RunStateOverhead(cmd.Context(), so)
+				if err != nil {
+					return usageError(err)
+				}
+				return emitReport(cmd.OutOrStdout(), rep, reportOutputs{outJSON: outJSON, asJSON: asJSON}, nil, benchmarks.WriteStateTable)
+			}
 			if opts.Clients, err = parseInts("--clients", clients); err != nil {
 				return usageError(err)
 			}
@@ -259,6 +282,8 @@ Progress goes to stderr.`,
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	f.StringVar(&outJSON, "out", "", "also write the JSON report to this file")
 	f.StringVar(&plot, "plot", "", "write the latency distributions as SVG to this file")
+	f.StringVar(&stateList, "state", "", "instead: compare state backends, the first as reference ("+strings.Join(benchmarks.StateBackends, ",")+"; one backend alone is compared with embedded)")
+	f.StringVar(&redisURL, "redis-url", "", "with --state: the Redis to use (default: start redis-server on a free loopback port)")
 	return cmd
 }
 

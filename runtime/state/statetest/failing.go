@@ -14,6 +14,7 @@ import (
 type Failing struct {
 	state.KV
 	down atomic.Bool
+	with atomic.Pointer[error]
 }
 
 // NewFailing wraps kv; it starts healthy.
@@ -22,8 +23,15 @@ func NewFailing(kv state.KV) *Failing { return &Failing{KV: kv} }
 // SetDown makes every later operation fail (true) or pass through (false).
 func (f *Failing) SetDown(down bool) { f.down.Store(down) }
 
+// FailWith makes the failures err instead of state.ErrUnavailable (say, an
+// error wrapping state.ErrTooLarge, as a full Redis gives).
+func (f *Failing) FailWith(err error) { f.with.Store(&err) }
+
 func (f *Failing) err() error {
 	if f.down.Load() {
+		if p := f.with.Load(); p != nil {
+			return *p
+		}
 		return state.ErrUnavailable
 	}
 	return nil
