@@ -218,7 +218,7 @@ var table = []Info{
 	{Code: PathOutsideWorkspace, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
 		Description: "a path argument resolves outside the upstream's workspace roots"},
 	{Code: EgressBlocked, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
-		Description: "a URL argument names a host outside the upstream's egress allowlist"},
+		Description: "a URL argument names a host outside the upstream's egress allowlist; also the receipt (method `egress`, the host as a sha256 prefix) of a connection a sandboxed server tried through the egress proxy and was refused"},
 	{Code: Unauthenticated, Origin: Quiver, Receipt: Deny,
 		Description: "receipts only: an HTTP request without a valid bearer token, refused with 401 before MCP routing"},
 
