@@ -294,26 +294,7 @@ func hasString(v any, s string) bool {
 // adminCall sends one admin API request with the admin token.
 func (e *safetyEnv) adminCall(t *testing.T, method, path string, body any) map[string]any {
 	t.Helper()
-	var rd *bytes.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	} else {
-		rd = bytes.NewReader(nil)
-	}
-	req, err := http.NewRequest(method, e.srv.base+path, rd)
-	must(t, err)
-	req.Header.Set("Authorization", "Bearer "+safetyAdminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer resp.Body.Close()
-	var m map[string]any
-	json.NewDecoder(resp.Body).Decode(&m)
-	if resp.StatusCode >= 300 {
-		t.Fatalf("%s %s: %d %v", method, path, resp.StatusCode, m)
-	}
-	return m
+	return adminAt(t, e.srv.base, method, path, body)
 }
 
 func errCode(m map[string]any) string { s, _ := m["error"].(string); return s }

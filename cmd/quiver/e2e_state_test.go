@@ -16,7 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// adminAt sends one admin API request to the quiver at base.
+// adminAt sends one admin API request with the admin token to the quiver
+// at base, and fails the test on an error status.
 func adminAt(t *testing.T, base, method, path string, body any) map[string]any {
 	t.Helper()
 	var b []byte
