@@ -863,7 +863,7 @@ func (s *BadgerStore) Open(ctx context.Context, owner, handle string) (io.ReadCl
 		return nil, err
 	}
 	s.holds[id]++
-	return &reader{s: s, ctx: ctx, id: id, size: rec.Size, chunkSize: rec.ChunkSize, want: sum, h: sha256.New()}, nil
+	return (&chunks{s: s, ctx: ctx, id: id, size: rec.Size, chunkSize: rec.ChunkSize}).stream(sum), nil
 }
 
 // release drops a stream's hold on a blob and deletes the blob's chunks if the

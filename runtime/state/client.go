@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net"
 	"sync"
@@ -433,7 +431,7 @@ func (cc *clientConn) put(ctx context.Context, owner string, in artifacts.PutInp
 
 // open starts streaming an artifact; the reader pulls readChunk bytes per
 // round trip and checks the sha256 the owner announced.
-func (cc *clientConn) open(ctx context.Context, owner, handle string) (*remoteReader, error) {
+func (cc *clientConn) open(ctx context.Context, owner, handle string) (*artifacts.Stream, error) {
 	p, err := cc.call(ctx, opOpen, func(b []byte) []byte { return putStr(putStr(b, owner), handle) })
 	if err != nil {
 		return nil, err
@@ -443,83 +441,42 @@ func (cc *clientConn) open(ctx context.Context, owner, handle string) (*remoteRe
 	if err := bad(&d); err != nil {
 		return nil, err
 	}
-	return &remoteReader{cc: cc, ctx: ctx, id: id, want: sum, h: sha256.New()}, nil
+	want, err := hex.DecodeString(sum)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the owner announced a malformed sha256", artifacts.ErrCorrupt)
+	}
+	r := &remoteReader{cc: cc, ctx: ctx, id: id}
+	return artifacts.NewStream(want, r.fetch, r.close), nil
 }
 
-// remoteReader is an artifact streamed from the owner. Not safe for
-// concurrent use.
+// remoteReader fetches an artifact streamed by the owner, for an
+// artifacts.Stream.
 type remoteReader struct {
-	cc     *clientConn
-	ctx    context.Context
-	id     uint64
-	want   string
-	h      hash.Hash
-	buf    []byte
-	eof    bool
-	err    error
-	closed bool
+	cc  *clientConn
+	ctx context.Context
+	id  uint64
 }
 
-// Read implements io.Reader.
-func (r *remoteReader) Read(p []byte) (int, error) {
-	if r.closed {
-		return 0, fmt.Errorf("%w: read after Close", artifacts.ErrClosed)
-	}
-	if r.err != nil {
-		return 0, r.err
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	for len(r.buf) == 0 {
-		if r.eof {
-			r.err = verifyHash(r.h, r.want)
-			return 0, r.err
-		}
-		if err := r.fetch(); err != nil {
-			r.err = err
-			return 0, err
-		}
-	}
-	n := copy(p, r.buf)
-	r.buf = r.buf[n:]
-	return n, nil
-}
-
-func (r *remoteReader) fetch() error {
+// fetch returns the next piece, and whether it is the last.
+func (r *remoteReader) fetch() ([]byte, bool, error) {
 	p, err := r.cc.call(r.ctx, opRead, func(b []byte) []byte { return putUvarint(putUvarint(b, r.id), readChunk) })
 	if err != nil {
 		if errors.Is(err, errNotSent) || errors.Is(err, errLost) {
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return nil, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
-		return err
+		return nil, false, err
 	}
 	d := decoder{b: p}
 	data := d.bytes()
-	r.eof = d.bool()
+	last := d.bool()
 	if err := bad(&d); err != nil {
-		return err
+		return nil, false, err
 	}
-	r.h.Write(data)
-	r.buf = data
-	return nil
+	return data, last, nil
 }
 
-// verifyHash returns io.EOF when h sums to want (lowercase hex), an
-// ErrCorrupt error otherwise.
-func verifyHash(h hash.Hash, want string) error {
-	if hex.EncodeToString(h.Sum(nil)) != want {
-		return fmt.Errorf("%w: content does not match its sha256", artifacts.ErrCorrupt)
-	}
-	return io.EOF
-}
-
-// Close implements io.Closer: it tells the owner to drop the stream.
-func (r *remoteReader) Close() error {
-	if r.closed {
-		return nil
-	}
-	r.closed = true
+// close tells the owner to drop the stream.
+func (r *remoteReader) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err := r.cc.call(ctx, opCloseStream, func(b []byte) []byte { return putUvarint(b, r.id) })

@@ -2,7 +2,6 @@ package state
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -126,27 +125,6 @@ func TestPeerAllowed(t *testing.T) {
 			t.Errorf("peerAllowed(%d, %d) = %v", c.uid, self, err)
 		}
 	}
-}
-
-func TestVerifyHash(t *testing.T) {
-	h := sha256.New()
-	h.Write([]byte("content"))
-	sum := sha256.Sum256([]byte("content"))
-	if err := verifyHash(h, hexOf(sum[:])); err != io.EOF {
-		t.Fatalf("good hash = %v", err)
-	}
-	if err := verifyHash(h, hexOf(make([]byte, 32))); !errors.Is(err, artifacts.ErrCorrupt) {
-		t.Fatalf("bad hash = %v", err)
-	}
-}
-
-func hexOf(b []byte) string {
-	const digits = "0123456789abcdef"
-	out := make([]byte, 0, 2*len(b))
-	for _, c := range b {
-		out = append(out, digits[c>>4], digits[c&15])
-	}
-	return string(out)
 }
 
 // TestCheckPeer reads real credentials off a socket: ours pass, another

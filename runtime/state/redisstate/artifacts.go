@@ -1,7 +1,6 @@
 package redisstate
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"log/slog"
 	"strconv"
@@ -654,7 +652,8 @@ func (s *Store) Open(ctx context.Context, owner, handle string) (io.ReadCloser, 
 	if err != nil {
 		return nil, fmt.Errorf("%w: meta record hash: %v", artifacts.ErrCorrupt, err)
 	}
-	return &reader{s: s, ctx: ctx, owner: owner, handle: handle, rec: rec, want: want, h: sha256.New()}, nil
+	r := &chunks{s: s, ctx: ctx, owner: owner, handle: handle, rec: rec}
+	return artifacts.NewStream(want, r.fetch, nil), nil
 }
 
 // Delete implements artifacts.Store. The content stays readable by streams
@@ -733,77 +732,35 @@ func (s *Store) Close() error {
 	return s.c.release()
 }
 
-// reader streams an artifact chunk by chunk and checks its sha256 at the
-// end. Not safe for concurrent use, like most io.Readers.
-type reader struct {
+// chunks fetches an artifact's chunks for an artifacts.Stream.
+type chunks struct {
 	s      *Store
 	ctx    context.Context
 	owner  string
 	handle string
 	rec    record
-	want   []byte
-	h      hash.Hash
-
-	next   int64  // index of the next chunk to fetch
-	buf    []byte // unread part of the current chunk
-	err    error  // sticky: io.EOF or the first failure
-	closed bool
+	next   int64 // index of the next chunk to fetch
 }
 
-// Read implements io.Reader. At the end of the content it checks the sha256
-// and returns io.EOF, or an ErrCorrupt error on mismatch.
-func (r *reader) Read(p []byte) (int, error) {
-	if r.closed {
-		return 0, fmt.Errorf("%w: read after Close", artifacts.ErrClosed)
+// fetch returns chunk r.next, and whether it is the last.
+func (r *chunks) fetch() ([]byte, bool, error) {
+	if r.next*r.rec.ChunkSize >= r.rec.Size {
+		return nil, true, nil
 	}
-	if r.err != nil {
-		return 0, r.err
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	for len(r.buf) == 0 {
-		if r.next*r.rec.ChunkSize >= r.rec.Size {
-			r.err = io.EOF
-			if !bytes.Equal(r.h.Sum(nil), r.want) {
-				r.err = fmt.Errorf("%w: content does not match its sha256", artifacts.ErrCorrupt)
-			}
-			return 0, r.err
-		}
-		if err := r.fetch(); err != nil {
-			r.err = err
-			return 0, err
-		}
-	}
-	n := copy(p, r.buf)
-	r.buf = r.buf[n:]
-	return n, nil
-}
-
-func (r *reader) fetch() error {
 	if err := r.s.enter(r.ctx); err != nil {
-		return err
+		return nil, false, err
 	}
 	v, err := r.s.c.rdb.Get(r.ctx, r.s.chunkKey(r.rec.Blob, r.next)).Result()
 	var val any = v
 	if errors.Is(err, redis.Nil) {
 		val = nil
 	} else if err != nil {
-		return r.s.storeErr(r.ctx, "read", err)
+		return nil, false, r.s.storeErr(r.ctx, "read", err)
 	}
 	c, err := r.s.checkChunk(r.ctx, r.owner, r.handle, r.rec, r.next, val)
 	if err != nil {
-		return err
+		return nil, false, err
 	}
-	r.h.Write(c)
-	r.buf = c
 	r.next++
-	return nil
-}
-
-// Close implements io.Closer; a second Close is a no-op.
-func (r *reader) Close() error {
-	r.closed = true
-	r.buf = nil
-	return nil
+	return c, r.next*r.rec.ChunkSize >= r.rec.Size, nil
 }
