@@ -259,11 +259,12 @@ func (h *proxyHandler) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	stop := context.AfterFunc(r.Context(), func() { _ = c.Close(); _ = up.Close() })
 	defer stop()
-	relay(c, up)
+	Relay(c, up)
 }
 
-// relay copies both ways until either side ends, then closes both.
-func relay(a, b net.Conn) {
+// Relay copies both ways between a and b until either side ends, then
+// closes both: the proxy's tunnels, and the sandbox's forwarder to it.
+func Relay(a, b io.ReadWriteCloser) {
 	done := make(chan struct{}, 2)
 	go func() { _, _ = io.Copy(a, b); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(b, a); done <- struct{}{} }()

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+
+	"github.com/quiver-mcp/quiver/runtime/egress"
 )
 
 // HelperArg is the hidden first argument that makes a binary whose main
@@ -141,7 +143,7 @@ func forward(ctx context.Context, ln net.Listener, sock string) {
 				_ = c.Close()
 				return
 			}
-			copyBoth(c, u)
+			egress.Relay(c, u)
 		}()
 	}
 }

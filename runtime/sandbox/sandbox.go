@@ -732,14 +732,3 @@ func prefixOf(dir string) string {
 	}
 	return dir
 }
-
-// copyBoth relays a and b until either side ends.
-func copyBoth(a, b io.ReadWriteCloser) {
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(a, b); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(b, a); done <- struct{}{} }()
-	<-done
-	_ = a.Close()
-	_ = b.Close()
-	<-done
-}
