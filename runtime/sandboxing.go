@@ -2,14 +2,13 @@ package runtime
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"time"
 
 	"github.com/quiver-mcp/quiver/runtime/codes"
 	"github.com/quiver-mcp/quiver/runtime/config"
+	"github.com/quiver-mcp/quiver/runtime/egress"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
 	"github.com/quiver-mcp/quiver/runtime/sandbox"
@@ -79,7 +78,6 @@ func (r *Runtime) egressDenied(name, trust string, sb receipts.Sandbox, host, po
 	c := &caller{}
 	c.begin("egress", nil, time.Now())
 	c.rc.MCP.ServerID, c.rc.MCP.TrustLevel, c.rc.Sandbox = name, trust, sb
-	sum := sha256.Sum256([]byte(host + ":" + port))
-	c.reasons = []string{"EGRESS_HOST_SHA256:" + hex.EncodeToString(sum[:8])}
+	c.reasons = []string{egress.HostReason(host + ":" + port)}
 	r.rec.write(c, nil, &Error{Code: codes.EgressBlocked, Message: "the sandbox's egress proxy refused a destination"}, 0)
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/quiver-mcp/quiver/runtime/egress"
 )
 
 // guardedUpstream is the YAML of one more recording upstream (the test
@@ -165,17 +166,22 @@ func TestSafety8_EgressBoundary(t *testing.T) {
 			t.Fatalf("receipt: %v", r)
 		}
 		for _, host := range refused {
-			if hasString(codes, "EGRESS_HOST:"+host) {
+			if hasString(codes, egress.HostReason(host)) {
 				seen[host] = true
 			}
 		}
 		b, _ := json.Marshal(r)
+		for _, host := range refused {
+			if bytes.Contains(b, []byte(host)) {
+				t.Fatalf("the receipt carries the host %s in clear: %s", host, b)
+			}
+		}
 		if bytes.Contains(b, []byte("s3cr3t")) || bytes.Contains(b, []byte("/exfil")) || bytes.Contains(b, []byte("/steal")) {
 			t.Fatalf("the receipt carries more of the URL than its host: %s", b)
 		}
 	}
 	if len(seen) != len(refused) {
-		t.Fatalf("receipts name the blocked hosts %v, want all of %v", seen, refused)
+		t.Fatalf("receipts name the digests of the blocked hosts %v, want all of %v", seen, refused)
 	}
 	e.srv.stop(t, syscall.SIGTERM)
 }

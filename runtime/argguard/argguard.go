@@ -31,11 +31,9 @@ const (
 // (PATH_OUTSIDE_WORKSPACE, EGRESS_BLOCKED).
 const (
 	// ReasonEgressHostNotAllowed is the reason code of an egress refusal;
-	// it is followed by EGRESS_HOST:<host>.
+	// it is followed by the host's digest (egress.HostReason), never the
+	// host, path or query of the URL.
 	ReasonEgressHostNotAllowed = "EGRESS_HOST_NOT_ALLOWED"
-	// ReasonEgressHostPrefix prefixes the blocked host (never the path or
-	// query of the URL) in the reason codes.
-	ReasonEgressHostPrefix = "EGRESS_HOST:"
 	// ReasonWorkspaceEscape is the reason code of a workspace refusal.
 	ReasonWorkspaceEscape = "WORKSPACE_ESCAPE"
 )
@@ -228,7 +226,7 @@ func Egress(g *config.Egress, args map[string]any) *Refusal {
 		}
 		h := receiptHost(host)
 		return &Refusal{Code: codes.EgressBlocked, Path: "args", Arg: key, Host: h,
-			Reasons: []string{ReasonEgressHostNotAllowed, ReasonEgressHostPrefix + h},
+			Reasons: []string{ReasonEgressHostNotAllowed, egress.HostReason(h)},
 			Message: fmt.Sprintf("argument %q names a network destination outside this upstream's egress allowlist", key)}
 	}
 	var walk func(key string, v any, under bool, depth int) *Refusal

@@ -7,6 +7,7 @@ import (
 
 	"github.com/quiver-mcp/quiver/runtime/codes"
 	"github.com/quiver-mcp/quiver/runtime/config"
+	"github.com/quiver-mcp/quiver/runtime/egress"
 )
 
 func mustArgs(t *testing.T, raw string) map[string]any {
@@ -117,7 +118,7 @@ func TestCheckEgress(t *testing.T) {
 				if g.Code != codes.EgressBlocked || g.Host != tc.host {
 					t.Fatalf("error %+v", g)
 				}
-				if want := []string{ReasonEgressHostNotAllowed, ReasonEgressHostPrefix + tc.host}; !slices.Equal(g.Reasons, want) {
+				if want := []string{ReasonEgressHostNotAllowed, egress.HostReason(tc.host)}; !slices.Equal(g.Reasons, want) {
 					t.Fatalf("codes %v, want %v", g.Reasons, want)
 				}
 			}
