@@ -42,3 +42,43 @@ func hostGuard(hosts, origins []string, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// loopbackGuard applies the go-sdk's rule for /mcp to the listener's other
+// endpoints (/healthz, /metrics, the admin API) when no allowed hosts are
+// configured: a request that arrived on a loopback address must name a
+// loopback host, so a page on another site cannot read them through DNS
+// rebinding. With allowed hosts, hostGuard's list decides instead.
+func loopbackGuard(hosts []string, next http.Handler) http.Handler {
+	if len(hosts) > 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && isLoopbackAddr(la) && !isLoopbackHost(r.Host) {
+			http.Error(w, "Forbidden: host not allowed", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func isLoopbackAddr(a net.Addr) bool {
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func isLoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(strings.ToLower(host), "[]")
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

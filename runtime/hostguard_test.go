@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -38,6 +40,42 @@ func TestHostGuard(t *testing.T) {
 			}
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
+			if w.Code != tc.want {
+				t.Fatalf("status %d, want %d", w.Code, tc.want)
+			}
+		})
+	}
+}
+
+// TestLoopbackGuard: on a loopback listener without allowed hosts, the
+// endpoints beside /mcp answer only requests naming a loopback host (DNS
+// rebinding); a listener on another address, or a configured host list,
+// leaves the decision to hostGuard.
+func TestLoopbackGuard(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	loop := &net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 8080}
+	public := &net.TCPAddr{IP: net.ParseIP("10.0.0.5"), Port: 8080}
+	cases := []struct {
+		name  string
+		hosts []string
+		local net.Addr
+		host  string
+		want  int
+	}{
+		{"loopback, 127.0.0.1", nil, loop, "127.0.0.1:8080", http.StatusTeapot},
+		{"loopback, localhost", nil, loop, "localhost:8080", http.StatusTeapot},
+		{"loopback, [::1]", nil, loop, "[::1]:8080", http.StatusTeapot},
+		{"loopback, rebinding name", nil, loop, "attacker.example:8080", http.StatusForbidden},
+		{"public listener", nil, public, "gw.example.com", http.StatusTeapot},
+		{"host list decides", []string{"gw.example.com"}, loop, "gw.example.com", http.StatusTeapot},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+			r.Host = tc.host
+			r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, tc.local))
+			w := httptest.NewRecorder()
+			loopbackGuard(tc.hosts, ok).ServeHTTP(w, r)
 			if w.Code != tc.want {
 				t.Fatalf("status %d, want %d", w.Code, tc.want)
 			}

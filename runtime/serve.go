@@ -54,12 +54,16 @@ func (r *Runtime) Handler(path string) http.Handler {
 		mcpHandler = stripAuthorization(mcpHandler)
 	}
 	mux.Handle(path, r.rec.catchRefusals(hostGuard(r.cfg.Listen.AllowedHosts, r.cfg.Listen.AllowedOrigins, mcpHandler)))
+	// The other endpoints get the same Host and Origin checks as /mcp.
+	guard := func(h http.Handler) http.Handler {
+		return loopbackGuard(r.cfg.Listen.AllowedHosts, hostGuard(r.cfg.Listen.AllowedHosts, r.cfg.Listen.AllowedOrigins, h))
+	}
 	if r.admin != nil {
 		// The admin API authenticates on its own (admin token or claim).
-		mux.Handle(admin.Prefix, hostGuard(r.cfg.Listen.AllowedHosts, r.cfg.Listen.AllowedOrigins, r.admin))
+		mux.Handle(admin.Prefix, guard(r.admin))
 	}
-	mux.HandleFunc("/healthz", r.healthz)
-	mux.Handle("/metrics", promhttp.HandlerFor(r.met.reg, promhttp.HandlerOpts{Registry: r.met.reg}))
+	mux.Handle("/healthz", guard(http.HandlerFunc(r.healthz)))
+	mux.Handle("/metrics", guard(promhttp.HandlerFor(r.met.reg, promhttp.HandlerOpts{Registry: r.met.reg})))
 	return mux
 }
 

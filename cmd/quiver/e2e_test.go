@@ -348,6 +348,20 @@ func TestE2EHTTP(t *testing.T) {
 			t.Fatalf("upstream without a protocol revision in healthz: %v", u)
 		}
 	}
+	// DNS rebinding: a loopback listener answers its info endpoints only
+	// to requests that name a loopback host, as it does /mcp.
+	for _, p := range []string{"/healthz", "/metrics"} {
+		req, _ := http.NewRequest("GET", srv.base+p, nil)
+		req.Host = "attacker.example"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("%s with a foreign Host: %d, want 403", p, resp.StatusCode)
+		}
+	}
 	resp, err = http.Get(srv.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
