@@ -354,56 +354,18 @@ func replicas(t *testing.T, n int) []*Backend {
 
 func TestReplicasCreate(t *testing.T) {
 	bs := replicas(t, 3)
-	ctx := testCtx(t)
-	var won atomic.Int32
-	var wg sync.WaitGroup
-	for i := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ok, err := bs[i%3].KV().Create(ctx, "once", []byte{byte(i)}, time.Minute)
-			if err != nil {
-				t.Error(err)
-			}
-			if ok {
-				won.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if won.Load() != 1 {
-		t.Fatalf("%d of 64 Creates across 3 replicas won", won.Load())
-	}
+	statetest.RaceCreate(t, bs[0].KV(), bs[1].KV(), bs[2].KV())
 }
 
 func TestReplicasAdmit(t *testing.T) {
 	bs := replicas(t, 3)
-	ctx := testCtx(t)
-	var admitted atomic.Int32
-	var wg sync.WaitGroup
-	for i := range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Each replica's clock is off by minutes: the server's clock
-			// decides.
-			skew := time.Duration(i%3-1) * 5 * time.Minute
-			r, err := bs[i%3].KV().Admit(ctx, state.AdmitRequest{
-				Keys: []string{"global", fmt.Sprintf("user%d", i%2)}, Limits: []int{10, 100},
-				Window: time.Minute, Now: time.Now().Add(skew), Take: true,
-			})
-			if err != nil {
-				t.Error(err)
-			}
-			if r.Denied == -1 {
-				admitted.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if admitted.Load() != 10 {
-		t.Fatalf("%d of 64 calls across 3 replicas admitted under a limit of 10", admitted.Load())
-	}
+	statetest.RaceAdmit(t, func(i int) state.AdmitRequest {
+		// Each replica's clock is off by minutes: the server's clock
+		// decides.
+		skew := time.Duration(i%3-1) * 5 * time.Minute
+		return state.AdmitRequest{Keys: []string{"global", fmt.Sprintf("user%d", i%2)}, Limits: []int{10, 100},
+			Window: time.Minute, Now: time.Now().Add(skew), Take: true}
+	}, 10, bs[0].KV(), bs[1].KV(), bs[2].KV())
 }
 
 // TestReplicasArtifacts checks the quota is shared: what one replica

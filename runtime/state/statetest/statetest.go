@@ -258,7 +258,13 @@ func testAdmitMany(t *testing.T, kv state.KV) {
 	}
 }
 
-func testConcurrentCreate(t *testing.T, kv state.KV) {
+func testConcurrentCreate(t *testing.T, kv state.KV) { RaceCreate(t, kv) }
+
+// RaceCreate makes 64 concurrent Creates of one key, spread over kvs (one
+// store, or several clients of one shared store: replicas, processes),
+// and fails t unless exactly one wins.
+func RaceCreate(t *testing.T, kvs ...state.KV) {
+	t.Helper()
 	c := ctx(t)
 	var won atomic.Int32
 	var wg sync.WaitGroup
@@ -266,7 +272,7 @@ func testConcurrentCreate(t *testing.T, kv state.KV) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok, err := kv.Create(c, "once", []byte{byte(i)}, time.Minute)
+			ok, err := kvs[i%len(kvs)].Create(c, "once", []byte{byte(i)}, time.Minute)
 			if err != nil {
 				t.Error(err)
 			}
@@ -277,7 +283,7 @@ func testConcurrentCreate(t *testing.T, kv state.KV) {
 	}
 	wg.Wait()
 	if won.Load() != 1 {
-		t.Fatalf("%d of 64 concurrent Creates won", won.Load())
+		t.Fatalf("%d of 64 concurrent Creates over %d stores won", won.Load(), len(kvs))
 	}
 }
 
@@ -317,14 +323,23 @@ func testConcurrentSwap(t *testing.T, kv state.KV) {
 }
 
 func testConcurrentAdmit(t *testing.T, kv state.KV) {
+	RaceAdmit(t, func(int) state.AdmitRequest {
+		return state.AdmitRequest{Keys: []string{"w"}, Limits: []int{10}, Window: time.Minute, Now: time.Now(), Take: true}
+	}, 10, kv)
+}
+
+// RaceAdmit makes 64 concurrent Admits, call i asking req(i) of
+// kvs[i%len(kvs)], and fails t unless exactly want are admitted.
+func RaceAdmit(t *testing.T, req func(i int) state.AdmitRequest, want int, kvs ...state.KV) {
+	t.Helper()
 	c := ctx(t)
 	var admitted atomic.Int32
 	var wg sync.WaitGroup
-	for range 64 {
+	for i := range 64 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := kv.Admit(c, state.AdmitRequest{Keys: []string{"w"}, Limits: []int{10}, Window: time.Minute, Now: time.Now(), Take: true})
+			r, err := kvs[i%len(kvs)].Admit(c, req(i))
 			if err != nil {
 				t.Error(err)
 			}
@@ -334,8 +349,8 @@ func testConcurrentAdmit(t *testing.T, kv state.KV) {
 		}()
 	}
 	wg.Wait()
-	if admitted.Load() != 10 {
-		t.Fatalf("%d of 64 concurrent calls admitted under a limit of 10", admitted.Load())
+	if int(admitted.Load()) != want {
+		t.Fatalf("%d of 64 concurrent calls over %d stores admitted, want %d", admitted.Load(), len(kvs), want)
 	}
 }
 
