@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/runtime/callstats"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/quiver-mcp/quiver/toolid"
 )
@@ -28,6 +29,9 @@ type metrics struct {
 	toolCalls   *prometheus.CounterVec
 	toolLatency *prometheus.HistogramVec
 	labels      labelBudget
+	// recent keeps the last allowed calls per server for the operator
+	// console's fleet page.
+	recent *callstats.Window
 }
 
 // Bounds on the label values of the per-server and per-tool series: a
@@ -71,7 +75,8 @@ func (b *labelBudget) of(server, tool string) (string, string) {
 
 func newMetrics() *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		recent: callstats.New(0, 0),
+		reg:    prometheus.NewRegistry(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quiver_meta_calls_total",
 			Help: "Meta-tool calls by tool and outcome code."}, []string{"tool", "code"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "quiver_meta_call_seconds",

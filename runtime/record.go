@@ -197,6 +197,9 @@ func (rec *recorder) write(c *caller, res mcp.Result, e *Error, took time.Durati
 	}
 	if rc.MCP.ServerID != "" && rc.MCP.ToolName != "" {
 		rec.met.toolCall(rc.MCP.ServerID, rc.MCP.ToolName, code, took)
+		if rc.Decision.Result == "allow" {
+			rec.met.recent.Record(rc.MCP.ServerID, time.Now(), took, code != "ok")
+		}
 	}
 	if e != nil {
 		rec.logError(c.what, e)
@@ -333,6 +336,9 @@ func (r *Runtime) adminReceipt(req *http.Request, a admin.Action) {
 	c.rc.MCP.ToolID = a.Target
 	c.rc.Decision, c.decided = receipts.Decision{Result: "allow", PolicyID: "admin", ReasonCodes: []string{"ADMIN_AUTHENTICATED"}}, true
 	c.rc.Outcome.Message = fmt.Sprintf("%s %s -> %d", req.Method, req.URL.Path, a.Status)
+	if a.Comment != "" {
+		c.rc.Outcome.Message += "; comment: " + a.Comment
+	}
 	var e *Error
 	if a.Status >= 400 {
 		// An operator's failed action is still the operator's: allowed.

@@ -151,11 +151,13 @@ type Runtime struct {
 
 	// The safety profile: the verifier (nil without issuers), the
 	// authorizer (incident state, policy, approvals), the recorder
-	// (receipts, metrics and logs of every request), and the admin API.
+	// (receipts, metrics and logs of every request), the admin API and
+	// the operator console.
 	verifier *identity.Verifier
 	auth     authorizer
 	rec      recorder
 	admin    http.Handler
+	console  http.Handler
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

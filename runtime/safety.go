@@ -86,6 +86,14 @@ func (r *Runtime) openSafety(ctx context.Context) error {
 		if r.admin, err = admin.New(ao); err != nil {
 			return err
 		}
+		if o.Listen.Transport == config.TransportHTTP {
+			// The console shares the admin API's credentials and
+			// receipts; its sessions live in the shared state.
+			co := admin.ConsoleOptions{Options: ao, KV: r.kv, Fleet: consoleFleet{r}, Receipts: receipts.Reader{Dir: dir}}
+			if r.console, err = admin.NewConsole(co); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

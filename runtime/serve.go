@@ -62,6 +62,9 @@ func (r *Runtime) Handler(path string) http.Handler {
 		// The admin API authenticates on its own (admin token or claim).
 		mux.Handle(admin.Prefix, guard(r.admin))
 	}
+	if r.console != nil {
+		mux.Handle(admin.ConsolePrefix, guard(r.console))
+	}
 	mux.Handle("/healthz", guard(http.HandlerFunc(r.healthz)))
 	mux.Handle("/metrics", guard(promhttp.HandlerFor(r.met.reg, promhttp.HandlerOpts{Registry: r.met.reg})))
 	return mux

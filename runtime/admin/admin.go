@@ -113,6 +113,9 @@ type Action struct {
 	// Status is the HTTP status answered; Err the error code, if any.
 	Status int
 	Err    string
+	// Comment is the operator's note on the action (the console's
+	// approval and incident forms), "" when none.
+	Comment string
 }
 
 // Options configure the handler. Incident is required; at least one of
@@ -225,6 +228,12 @@ func (h *handler) authenticate(r *http.Request) (caller, int, string) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return caller{}, http.StatusUnauthorized, identity.ReasonMalformedHeader
 	}
+	return h.authenticateToken(r.Context(), token)
+}
+
+// authenticateToken checks a bearer credential: the admin token, or a JWT
+// of a principal holding the admin claim.
+func (h *handler) authenticateToken(ctx context.Context, token string) (caller, int, string) {
 	if len(h.o.Token) > 0 {
 		sum := sha256.Sum256([]byte(token))
 		if subtle.ConstantTimeCompare(sum[:], h.token[:]) == 1 {
@@ -234,7 +243,7 @@ func (h *handler) authenticate(r *http.Request) (caller, int, string) {
 	if h.o.Verifier == nil {
 		return caller{}, http.StatusUnauthorized, "bad_admin_token"
 	}
-	p, err := h.o.Verifier.Verify(r.Context(), token)
+	p, err := h.o.Verifier.Verify(ctx, token)
 	if err != nil {
 		return caller{}, http.StatusUnauthorized, identity.Reason(err)
 	}

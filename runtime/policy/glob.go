@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -58,6 +59,18 @@ func CompileGlob(pattern string) (Glob, error) {
 		return Glob{}, fmt.Errorf("%w %q: ends with a lone '\\'", ErrGlob, pattern)
 	}
 	return g, nil
+}
+
+// QuoteGlob returns the pattern that matches s and nothing else.
+func QuoteGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r == '*' || r == '?' || r == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // MustGlob is CompileGlob for patterns known to be valid; it panics

@@ -47,3 +47,18 @@ func TestGlob(t *testing.T) {
 		}
 	}
 }
+
+func TestQuoteGlob(t *testing.T) {
+	for _, s := range []string{"github:create_issue#34afee88", `a*b?c\d`, "*", ""} {
+		g, err := CompileGlob(QuoteGlob(s))
+		if err != nil || !g.Match(s) {
+			t.Fatalf("QuoteGlob(%q) = %q does not match it (%v)", s, QuoteGlob(s), err)
+		}
+		if s != "" && g.Match(s+"x") {
+			t.Fatalf("QuoteGlob(%q) matches more", s)
+		}
+	}
+	if g := MustGlob(QuoteGlob("a*")); g.Match("ab") {
+		t.Fatal("a quoted star is a wildcard")
+	}
+}

@@ -36,6 +36,8 @@ type Filter struct {
 	Result string
 	// Method is the exact mcp.method.
 	Method string
+	// Code is the exact outcome.error_code.
+	Code string
 }
 
 // compiledFilter is a Filter ready to match.
@@ -67,6 +69,8 @@ func (f *compiledFilter) match(r *Receipt) bool {
 	case f.Result != "" && r.Decision.Result != f.Result:
 		return false
 	case f.Method != "" && r.MCP.Method != f.Method:
+		return false
+	case f.Code != "" && r.Outcome.ErrorCode != f.Code:
 		return false
 	case f.tool != nil && !f.tool.Match(r.MCP.ToolID):
 		return false
