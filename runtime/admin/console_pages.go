@@ -34,7 +34,7 @@ var templateFuncs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 	},
-	"pct": func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
+	"pct":  func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
 	"join": strings.Join,
 	"list": func(s ...string) []string { return s },
 	"query": func(kv ...string) template.URL {
