@@ -39,13 +39,19 @@ func (f consoleFleet) Upstreams(_ context.Context) []admin.Upstream {
 	r := f.r
 	st := r.state.Load()
 	type counts struct{ tools, resources, prompts int }
-	per := map[string]*counts{}
+	per := map[*upstreamEntry]*counts{}
+	// Items count for the entry that serves them (a static catalog may
+	// serve several servers).
 	for _, k := range []toolid.Kind{toolid.KindTool, toolid.KindResource, toolid.KindPrompt} {
 		for _, it := range st.snap.Items(k) {
-			c := per[it.Server]
+			e := st.owner[it.Server]
+			if e == nil {
+				continue
+			}
+			c := per[e]
 			if c == nil {
 				c = &counts{}
-				per[it.Server] = c
+				per[e] = c
 			}
 			switch k {
 			case toolid.KindTool:
@@ -61,30 +67,32 @@ func (f consoleFleet) Upstreams(_ context.Context) []admin.Upstream {
 	for i, c := range r.clients {
 		live[c.Name()] = i
 	}
-	since := time.Now().Add(-5 * time.Minute)
-	var out []admin.Upstream
+	cfgOf := map[string]*config.Upstream{}
 	for i := range r.cfg.Upstreams {
-		u := &r.cfg.Upstreams[i]
-		if !u.Enabled {
-			continue
+		cfgOf[r.cfg.Upstreams[i].Name] = &r.cfg.Upstreams[i]
+	}
+	since := time.Now().Add(-admin.RecentWindow)
+	var out []admin.Upstream
+	for _, e := range r.upstreams {
+		name := e.name()
+		up := admin.Upstream{Name: name, Status: "ready", Trust: e.trust, Risk: e.risk, Recent: r.met.recent.Since(name, since)}
+		if u := cfgOf[name]; u != nil {
+			up.Transport = transportOf(u)
 		}
-		info := r.upstreamOf(st, u.Name)
-		up := admin.Upstream{Name: u.Name, Status: "ready", Transport: transportOf(u), Trust: info.trust, Risk: info.risk,
-			Recent: r.met.recent.Since(u.Name, since)}
-		if e := st.owner[u.Name]; e != nil && e.sandbox.Mode != "" {
+		if e.sandbox.Mode != "" {
 			up.Sandbox = e.sandbox.Mode
 			if e.sandbox.Detail != "" {
 				up.Sandbox += ": " + e.sandbox.Detail
 			}
 		}
-		if j, ok := live[u.Name]; ok {
+		if j, ok := live[name]; ok {
 			s := r.clients[j].State()
 			up.Status, up.Since, up.Protocol = string(s.Status), s.Since, s.Protocol
 			if s.Err != nil {
 				up.Reason = sanitize(s.Err.Error())
 			}
 		}
-		if c := per[u.Name]; c != nil {
+		if c := per[e]; c != nil {
 			up.Tools, up.Resources, up.Prompts = c.tools, c.resources, c.prompts
 		}
 		out = append(out, up)

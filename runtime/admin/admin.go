@@ -26,6 +26,10 @@
 //	POST   /admin/v1/approvals/{id}/deny
 //
 // Answers are JSON; errors are {"error": code, "message": one line}.
+//
+// NewConsole serves the same operations to a browser under /ui/ (the
+// operator console): the same credentials, entered once for a session
+// cookie, the same stores and the same receipts.
 package admin
 
 import (

@@ -52,8 +52,11 @@ const (
 const (
 	receiptsPageSize = 50
 	catalogTopK      = 20
-	recentWindow     = 5 * time.Minute
 )
+
+// RecentWindow is the span of the fleet page's call figures
+// (Upstream.Recent).
+const RecentWindow = 5 * time.Minute
 
 // sessionCookie is the console's session cookie. The __Host- prefix is
 // used over TLS (it requires Secure and Path=/), a plain name otherwise.

@@ -108,7 +108,7 @@ func (c *console) fail(w http.ResponseWriter, r *http.Request, s *session, statu
 
 func (c *console) fleet(w http.ResponseWriter, r *http.Request, s *session) {
 	ups := c.o.Fleet.Upstreams(r.Context())
-	c.render(w, r, http.StatusOK, "fleet", s, map[string]any{"Upstreams": ups, "Window": recentWindow.String()})
+	c.render(w, r, http.StatusOK, "fleet", s, map[string]any{"Upstreams": ups, "Window": fmt.Sprintf("%d minutes", int(RecentWindow.Minutes()))})
 }
 
 // maxClaimsBytes caps the claims JSON of the catalog's principal.
@@ -155,8 +155,9 @@ func (c *console) catalog(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	if bq.Query == "" && bq.Path == "" {
+		// The root, without writing it into the form (a query typed
+		// next must not come with a path).
 		bq.Path = "/"
-		data["Path"] = "/"
 	}
 	page, err := c.o.Fleet.Browse(r.Context(), as, bq)
 	if err != nil {

@@ -166,7 +166,7 @@ type tailRow struct {
 }
 
 func rowOf(rc receipts.Receipt) tailRow {
-	return tailRow{TS: rc.TS.UTC().Format(time.RFC3339Nano), Day: rc.TS.UTC().Format(time.DateOnly), ID: rc.ReceiptID,
+	return tailRow{TS: rc.TS.UTC().Format(time.RFC3339), Day: rc.TS.UTC().Format(time.DateOnly), ID: rc.ReceiptID,
 		Sub: rc.Principal.Sub, Method: rc.MCP.Method, Tool: rc.MCP.ToolID, Result: rc.Decision.Result,
 		Code: rc.Outcome.ErrorCode, Duration: rc.Outcome.DurationMS}
 }
