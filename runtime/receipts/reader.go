@@ -44,10 +44,24 @@ type Filter struct {
 type compiledFilter struct {
 	Filter
 	tool *policy.Glob
+	// needles are byte strings every matching line holds, as the Writer
+	// encodes it (encoding/json, no spaces): a line without one of them
+	// is skipped before it is decoded.
+	needles [][]byte
 }
 
 func (f Filter) compile() (*compiledFilter, error) {
 	cf := &compiledFilter{Filter: f}
+	for _, kv := range [][2]string{{"sub", f.Sub}, {"result", f.Result}, {"method", f.Method}, {"error_code", f.Code}} {
+		if kv[1] == "" {
+			continue
+		}
+		v, err := json.Marshal(kv[1])
+		if err != nil {
+			return nil, fmt.Errorf("receipts: filter %s: %w", kv[0], err)
+		}
+		cf.needles = append(cf.needles, append([]byte(`"`+kv[0]+`":`), v...))
+	}
 	if f.ToolID != "" {
 		g, err := policy.CompileGlob(f.ToolID)
 		if err != nil {
@@ -56,6 +70,17 @@ func (f Filter) compile() (*compiledFilter, error) {
 		cf.tool = &g
 	}
 	return cf, nil
+}
+
+// mayMatch reports whether a raw line can match: false only when it
+// lacks one of the needles.
+func (f *compiledFilter) mayMatch(line []byte) bool {
+	for _, n := range f.needles {
+		if !bytes.Contains(line, n) {
+			return false
+		}
+	}
+	return true
 }
 
 func (f *compiledFilter) match(r *Receipt) bool {
@@ -193,7 +218,7 @@ func (rd Reader) scanFile(ctx context.Context, path string, cf *compiledFilter, 
 
 // emit decodes one line and hands it to fn if it matches.
 func (rd Reader) emit(path string, line int, b []byte, cf *compiledFilter, fn func(Receipt) error) error {
-	if len(bytes.TrimSpace(b)) == 0 {
+	if len(bytes.TrimSpace(b)) == 0 || !cf.mayMatch(b) {
 		return nil
 	}
 	var r Receipt

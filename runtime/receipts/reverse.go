@@ -137,6 +137,9 @@ func (rd Reader) Newest(ctx context.Context, f Filter, before Position, n int) (
 			}
 		}
 		err := rd.scanBackward(ctx, df, end, func(off int64, line []byte) error {
+			if !cf.mayMatch(line) {
+				return nil
+			}
 			var r Receipt
 			if json.Unmarshal(line, &r) != nil || !cf.match(&r) {
 				return nil
@@ -184,7 +187,7 @@ func (rd Reader) scanBackward(ctx context.Context, df dayFile, end int64, fn fun
 	}
 	// tail holds the bytes after the last newline seen so far (the start
 	// of a line whose beginning is in an earlier block).
-	var tail []byte
+	var tail, buf []byte
 	pos := end
 	first := true
 	for pos > 0 {
@@ -192,11 +195,22 @@ func (rd Reader) scanBackward(ctx context.Context, df dayFile, end int64, fn fun
 			return err
 		}
 		start := max(pos-backBlock, 0)
-		block := make([]byte, pos-start)
-		if _, err := fh.ReadAt(block, start); err != nil && !errors.Is(err, io.EOF) {
+		// One buffer for the whole scan: the block, then the tail
+		// carried over from the block after it (moved first: it lies
+		// in the same buffer).
+		n := int(pos - start)
+		if need := n + len(tail); cap(buf) < need {
+			nb := make([]byte, need, need+backBlock)
+			copy(nb[n:], tail)
+			buf = nb
+		} else {
+			buf = buf[:need]
+			copy(buf[n:], tail)
+		}
+		data := buf
+		if _, err := fh.ReadAt(data[:n], start); err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("receipts: %w", err)
 		}
-		data := append(block, tail...)
 		if first && end == size && len(data) > 0 && data[len(data)-1] != '\n' {
 			// A line still being written at the end: not a receipt yet.
 			if i := bytes.LastIndexByte(data, '\n'); i >= 0 {

@@ -131,3 +131,48 @@ func FuzzParsePosition(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkNewest reads pages of a day of 100,000 receipts: the first
+// page, a page deep in the day, and a filter that matches one receipt in
+// a thousand (the operator console's receipts page).
+func BenchmarkNewest(b *testing.B) {
+	dir := b.TempDir()
+	c := newTestClock(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+	w, _ := NewWriter(WriterOptions{Dir: dir, Now: c.Now, QueueSize: 1 << 17})
+	const total = 100_000
+	for i := range total {
+		who := "alice"
+		if i%1000 == 0 {
+			who = "mallory"
+		}
+		w.Emit(sample(c, who, "github:create_issue#34afee88", policy.EffectAllow))
+		c.Advance(500 * time.Millisecond)
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	rd := Reader{Dir: dir}
+	ctx := context.Background()
+	_, mid, err := rd.Newest(ctx, Filter{}, Position{}, total/2)
+	if err != nil || mid.Day.IsZero() {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name   string
+		f      Filter
+		before Position
+	}{
+		{"first-page", Filter{}, Position{}},
+		{"deep-page", Filter{}, mid},
+		{"rare-filter", Filter{Sub: "mallory"}, Position{}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				page, _, err := rd.Newest(ctx, bc.f, bc.before, 50)
+				if err != nil || len(page) != 50 {
+					b.Fatal(err, len(page))
+				}
+			}
+		})
+	}
+}
