@@ -38,6 +38,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/protocol"
+	"github.com/quiver-mcp/quiver/runtime/sessionlimit"
 	qstate "github.com/quiver-mcp/quiver/runtime/state"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -136,6 +137,8 @@ type Runtime struct {
 	retired   *router.Router // the previous state's router, closed at the next swap
 
 	sessions sessionStates
+	// sessionLimit bounds the HTTP listener's MCP sessions.
+	sessionLimit *sessionlimit.Limiter
 
 	// Two-way forwarding: the relay routes what upstreams send during
 	// calls, affinity holds the per-client upstream sessions, levels and
@@ -207,6 +210,8 @@ func New(cfg *config.Config, deps Deps) (*Runtime, error) {
 	}
 	r.mrtr = &mrtr{r: r}
 	r.rec = recorder{log: log, met: r.met, auth: &r.auth}
+	r.sessionLimit = sessionlimit.New(sessionlimit.Limits{PerPrincipal: c.Listen.Sessions.MaxPerPrincipal, Total: c.Listen.Sessions.MaxTotal})
+	r.met.sessionsOpen(r.sessionLimit.Open)
 	if r.localName == "" {
 		// The process owner is the principal of a stdio session: known
 		// only when quiver runs, so not a default of the file.

@@ -108,20 +108,25 @@ const (
 	DefaultListenPath         = "/mcp"
 	DefaultConnectTimeout     = units.Duration(10 * time.Second)
 	DefaultCallTimeout        = units.Duration(60 * time.Second)
-	DefaultSessionIdleTimeout = units.Duration(time.Hour)
-	DefaultTopK               = 10
-	DefaultMaxChildren        = 20
-	DefaultMaxInlineTokens    = 800
-	DefaultArtifactTTL        = units.Duration(24 * time.Hour)
-	DefaultArtifactMaxBytes   = units.Size(1) << 30
-	DefaultRetryMaxAttempts   = 1
-	DefaultRetryBaseDelay     = units.Duration(100 * time.Millisecond)
-	DefaultRetryMaxDelay      = units.Duration(2 * time.Second)
-	DefaultCacheTTL           = units.Duration(60 * time.Second)
-	DefaultCacheMaxEntries    = 256
-	DefaultSchemaMaxBytes     = units.Size(256) << 10 // as catalog.DefaultSchemaLimits
-	DefaultSchemaMaxDepth     = 32                    // as catalog.DefaultSchemaLimits
-	DefaultSchemaMaxProperty  = 2048                  // as catalog.DefaultSchemaLimits
+	DefaultSessionIdleTimeout = units.Duration(5 * time.Minute)
+	// DefaultMaxSessionsPerPrincipal and DefaultMaxSessions bound the MCP
+	// sessions of an HTTP listener: far below what a flood opens (15,000
+	// in 20 s), far above what one agent needs.
+	DefaultMaxSessionsPerPrincipal = 64
+	DefaultMaxSessions             = 1024
+	DefaultTopK                    = 10
+	DefaultMaxChildren             = 20
+	DefaultMaxInlineTokens         = 800
+	DefaultArtifactTTL             = units.Duration(24 * time.Hour)
+	DefaultArtifactMaxBytes        = units.Size(1) << 30
+	DefaultRetryMaxAttempts        = 1
+	DefaultRetryBaseDelay          = units.Duration(100 * time.Millisecond)
+	DefaultRetryMaxDelay           = units.Duration(2 * time.Second)
+	DefaultCacheTTL                = units.Duration(60 * time.Second)
+	DefaultCacheMaxEntries         = 256
+	DefaultSchemaMaxBytes          = units.Size(256) << 10 // as catalog.DefaultSchemaLimits
+	DefaultSchemaMaxDepth          = 32                    // as catalog.DefaultSchemaLimits
+	DefaultSchemaMaxProperty       = 2048                  // as catalog.DefaultSchemaLimits
 )
 
 // DefaultRetryableCodes are the error codes retried when retry is on.
@@ -352,6 +357,20 @@ type Listen struct {
 	// this long, releasing what it holds (per-client upstream sessions,
 	// subscriptions); 0 keeps idle sessions open.
 	SessionIdleTimeout units.Duration `json:"session_idle_timeout" yaml:"session_idle_timeout"`
+	// Sessions bounds the MCP sessions held at once (transport http).
+	Sessions Sessions `json:"sessions" yaml:"sessions"`
+	// MetricsTokenEnv, when set, names the environment variable holding a
+	// bearer token for /metrics and the detail of /healthz (the admin
+	// token opens them too); /metrics then refuses requests without one.
+	MetricsTokenEnv string `json:"metrics_token_env,omitempty" yaml:"metrics_token_env,omitempty"`
+}
+
+// Sessions bounds the MCP sessions (protocol 2025-11-25 and older) an
+// HTTP listener holds: per principal (a verified token's principal, or an
+// anonymous caller's remote address) and in total.
+type Sessions struct {
+	MaxPerPrincipal int `json:"max_per_principal" yaml:"max_per_principal"`
+	MaxTotal        int `json:"max_total" yaml:"max_total"`
 }
 
 // TLS names a certificate chain and its private key (absolute paths).
@@ -629,6 +648,7 @@ func Default() *Config {
 			Addr:               DefaultListenAddr,
 			Path:               DefaultListenPath,
 			SessionIdleTimeout: DefaultSessionIdleTimeout,
+			Sessions:           Sessions{MaxPerPrincipal: DefaultMaxSessionsPerPrincipal, MaxTotal: DefaultMaxSessions},
 		},
 		StateDir: sd,
 		Browse:   Browse{TopK: DefaultTopK, MaxChildren: DefaultMaxChildren},
