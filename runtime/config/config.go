@@ -102,6 +102,14 @@ const (
 	SessionsPerClient SessionMode = "per_client"
 )
 
+// DefaultMaxSessionsPerPrincipal and DefaultMaxSessions bound the MCP
+// sessions of an HTTP listener: far below what a flood opens (15,000 in
+// 20 s), far above what one agent needs.
+const (
+	DefaultMaxSessionsPerPrincipal = 64
+	DefaultMaxSessions             = 1024
+)
+
 // Default values of settings that are not a zero value.
 const (
 	DefaultListenAddr         = "127.0.0.1:8080"
@@ -109,24 +117,19 @@ const (
 	DefaultConnectTimeout     = units.Duration(10 * time.Second)
 	DefaultCallTimeout        = units.Duration(60 * time.Second)
 	DefaultSessionIdleTimeout = units.Duration(5 * time.Minute)
-	// DefaultMaxSessionsPerPrincipal and DefaultMaxSessions bound the MCP
-	// sessions of an HTTP listener: far below what a flood opens (15,000
-	// in 20 s), far above what one agent needs.
-	DefaultMaxSessionsPerPrincipal = 64
-	DefaultMaxSessions             = 1024
-	DefaultTopK                    = 10
-	DefaultMaxChildren             = 20
-	DefaultMaxInlineTokens         = 800
-	DefaultArtifactTTL             = units.Duration(24 * time.Hour)
-	DefaultArtifactMaxBytes        = units.Size(1) << 30
-	DefaultRetryMaxAttempts        = 1
-	DefaultRetryBaseDelay          = units.Duration(100 * time.Millisecond)
-	DefaultRetryMaxDelay           = units.Duration(2 * time.Second)
-	DefaultCacheTTL                = units.Duration(60 * time.Second)
-	DefaultCacheMaxEntries         = 256
-	DefaultSchemaMaxBytes          = units.Size(256) << 10 // as catalog.DefaultSchemaLimits
-	DefaultSchemaMaxDepth          = 32                    // as catalog.DefaultSchemaLimits
-	DefaultSchemaMaxProperty       = 2048                  // as catalog.DefaultSchemaLimits
+	DefaultTopK               = 10
+	DefaultMaxChildren        = 20
+	DefaultMaxInlineTokens    = 800
+	DefaultArtifactTTL        = units.Duration(24 * time.Hour)
+	DefaultArtifactMaxBytes   = units.Size(1) << 30
+	DefaultRetryMaxAttempts   = 1
+	DefaultRetryBaseDelay     = units.Duration(100 * time.Millisecond)
+	DefaultRetryMaxDelay      = units.Duration(2 * time.Second)
+	DefaultCacheTTL           = units.Duration(60 * time.Second)
+	DefaultCacheMaxEntries    = 256
+	DefaultSchemaMaxBytes     = units.Size(256) << 10 // as catalog.DefaultSchemaLimits
+	DefaultSchemaMaxDepth     = 32                    // as catalog.DefaultSchemaLimits
+	DefaultSchemaMaxProperty  = 2048                  // as catalog.DefaultSchemaLimits
 )
 
 // DefaultRetryableCodes are the error codes retried when retry is on.
