@@ -94,6 +94,8 @@ type Runtime struct {
 	retry      controls.RetryPolicy
 	schema     catalog.SchemaLimits
 	adminToken []byte
+	// info opens the detail of /metrics and /healthz.
+	info infoTokens
 	adminClaim *admin.Claim
 	// upstreams are the enabled upstream entries in configuration order.
 	upstreams []*upstreamEntry
@@ -224,6 +226,9 @@ func New(cfg *config.Config, deps Deps) (*Runtime, error) {
 		log.Warn("expose.direct applies to gateway mode only", "mode", c.Mode)
 	}
 	if err := r.initAdmin(); err != nil {
+		return nil, err
+	}
+	if err := r.initInfoTokens(); err != nil {
 		return nil, err
 	}
 	r.sessions.init()
