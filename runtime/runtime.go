@@ -95,7 +95,7 @@ type Runtime struct {
 	schema     catalog.SchemaLimits
 	adminToken []byte
 	// info opens the detail of /metrics and /healthz.
-	info infoTokens
+	info       infoTokens
 	adminClaim *admin.Claim
 	// upstreams are the enabled upstream entries in configuration order.
 	upstreams []*upstreamEntry
