@@ -91,6 +91,12 @@ func (r *Router) Route(ctx context.Context, kind toolid.Kind, query string, k in
 
 // Browse lists the children of a ChoiceGraph node of one kind (§3).
 func (r *Router) Browse(kind toolid.Kind, path string, k int, cursor string) (Page, error) {
+	return r.BrowseFiltered(kind, path, k, cursor, nil)
+}
+
+// BrowseFiltered is Browse for a caller who sees only the items see
+// accepts (nil: all); see Graph.BrowseFiltered.
+func (r *Router) BrowseFiltered(kind toolid.Kind, path string, k int, cursor string, see func(*catalog.Item) bool) (Page, error) {
 	if r == nil {
 		return Page{}, fmt.Errorf("%w: the catalog is empty", ErrPathNotFound)
 	}
@@ -104,7 +110,19 @@ func (r *Router) Browse(kind toolid.Kind, path string, k int, cursor string) (Pa
 		}
 		return Page{}, fmt.Errorf("%w: %s", ErrPathNotFound, path)
 	}
-	return kr.graph.Browse(path, k, cursor)
+	return kr.graph.BrowseFiltered(path, k, cursor, see)
+}
+
+// PathOf returns the leaf path of the item of one kind with catalog id id.
+func (r *Router) PathOf(kind toolid.Kind, id string) (string, bool) {
+	if r == nil {
+		return "", false
+	}
+	kr, ok := r.kinds[kind]
+	if !ok {
+		return "", false
+	}
+	return kr.graph.PathOf(id)
 }
 
 // Close releases the indexes. Calls after Close fail cleanly.

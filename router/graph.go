@@ -79,6 +79,10 @@ type Graph struct {
 	byItem      map[string]string // item id -> leaf path
 	fingerprint string
 	stats       GraphStats
+	// cards and noun rebuild internal cards for a caller who sees only
+	// part of a node's subtree (BrowseFiltered).
+	cards *choicecard.Builder
+	noun  string
 }
 
 // gnode is one node of a Graph.
@@ -88,6 +92,12 @@ type gnode struct {
 	item     *catalog.Item // leaves only
 	children []*gnode      // internal nodes only, in child order
 	tools    int           // leaves in the subtree
+	// ns and name are the namespace and display name the internal card
+	// was built with.
+	ns, name string
+	// spelled is true for a cluster named after the first and last of
+	// its members (an alphabetical chunk): its name shows members.
+	spelled bool
 }
 
 func (n *gnode) leaf() bool { return n.item != nil }
@@ -130,11 +140,12 @@ func NewGraph(items []*catalog.Item, opts GraphOptions) (*Graph, error) {
 	}
 	slices.Sort(nss)
 
-	g := &Graph{root: &gnode{path: "/"}, byPath: map[string]*gnode{}, byItem: make(map[string]string, len(items))}
+	g := &Graph{root: &gnode{path: "/"}, byPath: map[string]*gnode{}, byItem: make(map[string]string, len(items)), cards: opts.Cards}
 	b := &graphBuilder{g: g, max: max, cards: opts.Cards, noun: string(toolid.KindTool)}
 	if len(items) > 0 && items[0].Kind != "" {
 		b.noun = string(items[0].Kind)
 	}
+	g.noun = b.noun
 	g.byPath["/"] = g.root
 	for _, ns := range nss {
 		ms := byNS[ns]
@@ -214,7 +225,7 @@ func (b *graphBuilder) fill(n *gnode, ns string, ms []*gtool, excl termSet, dept
 	}
 	segs = uniqueSegments(segs)
 	for i, gr := range groups {
-		c := &gnode{path: joinPath(n.path, segs[i])}
+		c := &gnode{path: joinPath(n.path, segs[i]), spelled: gr.how == byAlphabet}
 		b.g.byPath[c.path] = c
 		n.children = append(n.children, c)
 		b.stats.Clusters++
@@ -258,45 +269,56 @@ func (b *graphBuilder) fill(n *gnode, ns string, ms []*gtool, excl termSet, dept
 //
 // The builder truncates the description to the token budget.
 func (b *graphBuilder) cardFor(n *gnode, ns, name string) error {
-	var groups, tools []string
-	for _, c := range n.children {
-		if c.leaf() {
-			tools = append(tools, c.card.Name)
-		} else {
-			groups = append(groups, lastSegment(c.path)+" ("+strconv.Itoa(c.tools)+")")
-		}
-	}
-	var d strings.Builder
-	d.WriteString(strconv.Itoa(n.tools) + " " + b.noun)
-	if n.tools != 1 {
-		d.WriteString("s")
-	}
-	switch {
-	case len(groups) > 0 && len(tools) > 0:
-		d.WriteString("; groups: " + strings.Join(groups, ", ") + "; " + b.noun + "s: " + strings.Join(tools, ", "))
-	case len(groups) > 0:
-		d.WriteString("; groups: " + strings.Join(groups, ", "))
-	default:
-		d.WriteString(": " + strings.Join(tools, ", "))
-	}
-	in := choicecard.Input{
-		ID:          n.path,
-		Name:        name,
-		Description: d.String(),
-		Kind:        choicecard.KindInternal,
-		Namespace:   ns,
-	}
-	card, err := b.cards.Build(in)
-	if errors.Is(err, choicecard.ErrOverBudget) {
-		// A very long path leaves no room: retry with a short name.
-		in.Name = cutSeg(lastSegment(n.path), 16)
-		card, err = b.cards.Build(in)
-	}
+	n.ns, n.name = ns, name
+	card, err := b.g.internalCard(n, n.children, n.tools, func(c *gnode) int { return c.tools })
 	if err != nil {
-		return fmt.Errorf("router: card of %s: %w", n.path, err)
+		return err
 	}
 	n.card = card
 	return nil
+}
+
+// internalCard builds the card of internal node n listing children, with
+// tools leaves below it and count(c) below each child.
+func (g *Graph) internalCard(n *gnode, children []*gnode, tools int, count func(*gnode) int) (choicecard.Card, error) {
+	var groups, leaves []string
+	for _, c := range children {
+		if c.leaf() {
+			leaves = append(leaves, c.card.Name)
+		} else {
+			groups = append(groups, lastSegment(c.path)+" ("+strconv.Itoa(count(c))+")")
+		}
+	}
+	var d strings.Builder
+	d.WriteString(strconv.Itoa(tools) + " " + g.noun)
+	if tools != 1 {
+		d.WriteString("s")
+	}
+	switch {
+	case len(groups) > 0 && len(leaves) > 0:
+		d.WriteString("; groups: " + strings.Join(groups, ", ") + "; " + g.noun + "s: " + strings.Join(leaves, ", "))
+	case len(groups) > 0:
+		d.WriteString("; groups: " + strings.Join(groups, ", "))
+	default:
+		d.WriteString(": " + strings.Join(leaves, ", "))
+	}
+	in := choicecard.Input{
+		ID:          n.path,
+		Name:        n.name,
+		Description: d.String(),
+		Kind:        choicecard.KindInternal,
+		Namespace:   n.ns,
+	}
+	card, err := g.cards.Build(in)
+	if errors.Is(err, choicecard.ErrOverBudget) {
+		// A very long path leaves no room: retry with a short name.
+		in.Name = cutSeg(lastSegment(n.path), 16)
+		card, err = g.cards.Build(in)
+	}
+	if err != nil {
+		return choicecard.Card{}, fmt.Errorf("router: card of %s: %w", n.path, err)
+	}
+	return card, nil
 }
 
 func lastSegment(path string) string { return path[strings.LastIndexByte(path, '/')+1:] }
@@ -365,6 +387,18 @@ func (g *Graph) Len() int { return g.root.tools }
 // well-formed path naming no node ErrPathNotFound, a bad topK or cursor
 // ErrArgsInvalid.
 func (g *Graph) Browse(path string, topK int, cursor string) (Page, error) {
+	return g.BrowseFiltered(path, topK, cursor, nil)
+}
+
+// BrowseFiltered is Browse for a caller who sees only the items see
+// accepts (nil: every item). The answer is what Browse would give over a
+// graph of the visible items alone, with the paths of this one: a node
+// with no visible item below it answers ErrPathNotFound exactly like a
+// path that does not exist, counts and descriptions count visible items
+// only, and paging and Total run over the visible children, so nothing
+// about an invisible item shows (spec 001 MUST 3). A cursor is bound to the
+// visible listing it continues.
+func (g *Graph) BrowseFiltered(path string, topK int, cursor string, see func(*catalog.Item) bool) (Page, error) {
 	k, err := checkTopK(topK)
 	if err != nil {
 		return Page{}, err
@@ -374,8 +408,9 @@ func (g *Graph) Browse(path string, topK int, cursor string) (Page, error) {
 		return Page{}, err
 	}
 	node := p.Node()
+	v := newVisibility(see)
 	n, ok := g.byPath[node]
-	if !ok {
+	if !ok || v.count(n) == 0 && n != g.root || v.spells(g, p) {
 		return Page{}, fmt.Errorf("%w: %s", ErrPathNotFound, quotePath(node))
 	}
 	if n.leaf() {
@@ -384,10 +419,12 @@ func (g *Graph) Browse(path string, topK int, cursor string) (Page, error) {
 		}
 		return Page{Cards: []choicecard.Card{cloneCard(n.card)}, Total: 1}, nil
 	}
-	total := len(n.children)
+	children := v.children(n)
+	tag := g.cursorTag(node, children, see != nil)
+	total := len(children)
 	off := 0
 	if cursor != "" {
-		if off, err = g.decodeCursor(cursor, node); err != nil {
+		if off, err = decodeCursor(cursor, node, tag); err != nil {
 			return Page{}, err
 		}
 		if off >= total {
@@ -396,13 +433,127 @@ func (g *Graph) Browse(path string, topK int, cursor string) (Page, error) {
 	}
 	end := min(off+k, total)
 	page := Page{Cards: make([]choicecard.Card, 0, end-off), Total: total}
-	for _, c := range n.children[off:end] {
-		page.Cards = append(page.Cards, cloneCard(c.card))
+	for _, c := range children[off:end] {
+		card, err := g.cardOf(c, v)
+		if err != nil {
+			return Page{}, err
+		}
+		page.Cards = append(page.Cards, card)
 	}
 	if end < total {
-		page.NextCursor = g.encodeCursor(end, node)
+		page.NextCursor = encodeCursor(end, tag)
 	}
 	return page, nil
+}
+
+// cardOf is the card of child c as a caller with visibility v sees it: the
+// built card when every item below c is visible, else an internal card
+// rebuilt over the visible children.
+func (g *Graph) cardOf(c *gnode, v *visibility) (choicecard.Card, error) {
+	if c.leaf() || v.count(c) == c.tools {
+		return cloneCard(c.card), nil
+	}
+	card, err := g.internalCard(c, v.children(c), v.count(c), v.count)
+	if err != nil {
+		return choicecard.Card{}, err
+	}
+	return cloneCard(card), nil
+}
+
+// visibility counts the visible leaves below each node for one browse,
+// asking see about each item once.
+type visibility struct {
+	see  func(*catalog.Item) bool
+	memo map[*gnode]int
+}
+
+func newVisibility(see func(*catalog.Item) bool) *visibility {
+	return &visibility{see: see, memo: map[*gnode]int{}}
+}
+
+// count returns the number of visible items below n (n itself for a leaf).
+func (v *visibility) count(n *gnode) int {
+	if v.see == nil {
+		return n.tools
+	}
+	if c, ok := v.memo[n]; ok {
+		return c
+	}
+	c := 0
+	if n.leaf() {
+		if v.see(n.item) {
+			c = 1
+		}
+	} else {
+		for _, ch := range n.children {
+			c += v.count(ch)
+		}
+	}
+	v.memo[n] = c
+	return c
+}
+
+// partial reports whether the caller sees some but not all of what is
+// below n.
+func (v *visibility) partial(n *gnode) bool {
+	c := v.count(n)
+	return c > 0 && c < n.tools
+}
+
+// children lists what the caller sees of n's children: those with a
+// visible item below them, except that a cluster named after its first and
+// last members (an alphabetical chunk) that the caller sees only part of
+// is replaced by its visible items, since its name could name an item the
+// caller may not see.
+func (v *visibility) children(n *gnode) []*gnode {
+	if v.see == nil {
+		return n.children
+	}
+	out := make([]*gnode, 0, len(n.children))
+	for _, c := range n.children {
+		switch {
+		case v.count(c) == 0:
+		case c.spelled && v.partial(c):
+			out = append(out, v.leaves(c, nil)...)
+		default:
+			out = append(out, c)
+		}
+	}
+	if len(out) != len(n.children) {
+		slices.SortStableFunc(out, func(a, b *gnode) int { return strings.Compare(a.childID(), b.childID()) })
+	}
+	return out
+}
+
+// leaves appends the visible leaves below n to out.
+func (v *visibility) leaves(n *gnode, out []*gnode) []*gnode {
+	if n.leaf() {
+		if v.count(n) == 1 {
+			out = append(out, n)
+		}
+		return out
+	}
+	for _, c := range n.children {
+		out = v.leaves(c, out)
+	}
+	return out
+}
+
+// spells reports whether path p runs through a cluster whose name could
+// name an item the caller may not see (see children): such a path is not
+// shown to the caller, so it answers like a missing one.
+func (v *visibility) spells(g *Graph, p Path) bool {
+	if v.see == nil {
+		return false
+	}
+	path := ""
+	for _, seg := range p.Segments {
+		path += "/" + seg
+		if n, ok := g.byPath[path]; ok && n.spelled && v.partial(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkTopK applies the top_k rule: 0 means DefaultTopK, else 1..MaxTopK.
@@ -433,22 +584,30 @@ const (
 	maxCursorChars = 64
 )
 
-func (g *Graph) cursorTag(node string) []byte {
+func (g *Graph) cursorTag(node string, children []*gnode, filtered bool) []byte {
 	h := sha256.New()
 	h.Write([]byte(g.fingerprint))
 	h.Write([]byte{0})
 	h.Write([]byte(node))
+	if filtered {
+		// A filtered listing's cursor is bound to the visible children
+		// too: it continues only the listing it came from.
+		for _, c := range children {
+			h.Write([]byte{0})
+			h.Write([]byte(c.childID()))
+		}
+	}
 	return h.Sum(nil)[:8]
 }
 
-func (g *Graph) encodeCursor(off int, node string) string {
+func encodeCursor(off int, tag []byte) string {
 	var raw [cursorBytes]byte
 	binary.BigEndian.PutUint32(raw[:4], uint32(off))
-	copy(raw[4:], g.cursorTag(node))
+	copy(raw[4:], tag)
 	return base64.RawURLEncoding.EncodeToString(raw[:])
 }
 
-func (g *Graph) decodeCursor(cursor, node string) (int, error) {
+func decodeCursor(cursor, node string, tag []byte) (int, error) {
 	if len(cursor) > maxCursorChars {
 		return 0, fmt.Errorf("%w: malformed cursor", ErrArgsInvalid)
 	}
@@ -456,7 +615,7 @@ func (g *Graph) decodeCursor(cursor, node string) (int, error) {
 	if err != nil || len(raw) != cursorBytes {
 		return 0, fmt.Errorf("%w: malformed cursor", ErrArgsInvalid)
 	}
-	if string(raw[4:]) != string(g.cursorTag(node)) {
+	if string(raw[4:]) != string(tag) {
 		return 0, fmt.Errorf("%w: cursor does not belong to %s in this catalog", ErrArgsInvalid, quotePath(node))
 	}
 	off := int(binary.BigEndian.Uint32(raw[:4]))

@@ -388,7 +388,7 @@ func TestGraphBrowse(t *testing.T) {
 		{"cursor of another catalog", "/github", 4, foreign.NextCursor, ErrArgsInvalid},
 		{"cursor on a leaf", "/github/issue/create_issue", 4, p1.NextCursor, ErrArgsInvalid},
 		{"cursor with offset 0", "/github", 4, zeroOffset(p1.NextCursor), ErrArgsInvalid},
-		{"cursor past the end", "/github", 4, g.encodeCursor(6, "/github"), ErrArgsInvalid},
+		{"cursor past the end", "/github", 4, encodeCursor(6, g.cursorTag("/github", nil, false)), ErrArgsInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := g.Browse(tc.path, tc.topK, tc.cursor)
@@ -594,5 +594,104 @@ func TestGraphNounsByKind(t *testing.T) {
 		if d := p.Cards[0].Description; !strings.HasPrefix(d, want+":") || strings.Contains(d, "tool") {
 			t.Fatalf("%s card: %q, want %q", kind, d, want)
 		}
+	}
+}
+
+// TestGraphBrowseFiltered: a filtered browse answers as a graph of the
+// visible items alone would, over this graph's paths: invisible nodes
+// answer like missing paths, counts, descriptions and paging cover what is
+// visible only, and a cursor continues only the listing it came from.
+func TestGraphBrowseFiltered(t *testing.T) {
+	b := testCardBuilder(t)
+	items := githubLike(t)
+	g, err := NewGraph(items, GraphOptions{Cards: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The caller sees the issue tools and get_me, nothing of slack.
+	see := func(it *catalog.Item) bool {
+		return it.Namespace == "github" && (strings.Contains(it.UpstreamName, "issue") || it.UpstreamName == "get_me")
+	}
+	root, err := g.BrowseFiltered("/", 1, "", see)
+	if err != nil || root.Total != 1 || len(root.Cards) != 1 || root.Cards[0].ID != "/github" || root.NextCursor != "" {
+		t.Fatalf("/ = %+v, %v", root, err)
+	}
+	if d := root.Cards[0].Description; !strings.HasPrefix(d, "6 tools; groups: issue (5); tools: get_me") {
+		t.Fatalf("/github card %q", d)
+	}
+	gh, err := g.BrowseFiltered("/github", 1, "", see)
+	if err != nil || gh.Total != 2 || gh.Cards[0].ID != "/github/issue" || gh.NextCursor == "" {
+		t.Fatalf("/github page 1 = %+v, %v", gh, err)
+	}
+	next, err := g.BrowseFiltered("/github", 1, gh.NextCursor, see)
+	if err != nil || next.Total != 2 || next.Cards[0].Name != "get_me" || next.NextCursor != "" {
+		t.Fatalf("/github page 2 = %+v, %v", next, err)
+	}
+	// A cursor of the unfiltered listing does not continue the filtered one.
+	full, _ := g.Browse("/github", 1, "")
+	if _, err := g.BrowseFiltered("/github", 1, full.NextCursor, see); !errors.Is(err, ErrArgsInvalid) {
+		t.Fatalf("an unfiltered cursor: %v", err)
+	}
+	missing := func(path string) string {
+		_, err := g.BrowseFiltered(path, 0, "", see)
+		if !errors.Is(err, ErrPathNotFound) {
+			t.Fatalf("%s: %v, want not found", path, err)
+		}
+		return strings.ReplaceAll(err.Error(), path, "P")
+	}
+	gist, _ := g.PathOf(items[slices.IndexFunc(items, func(it *catalog.Item) bool { return it.UpstreamName == "create_gist" })].ID)
+	want := missing("/github/nosuch")
+	for _, p := range []string{"/slack", "/github/gist", gist} {
+		if got := missing(p); got != want {
+			t.Fatalf("%s answers %q, a missing path %q", p, got, want)
+		}
+	}
+	// Seeing nothing: an empty root, like an empty catalog.
+	none, err := g.BrowseFiltered("/", 0, "", func(*catalog.Item) bool { return false })
+	if err != nil || none.Total != 0 || len(none.Cards) != 0 {
+		t.Fatalf("nothing visible: %+v, %v", none, err)
+	}
+	// Seeing everything: the unfiltered answer.
+	all, err := g.BrowseFiltered("/github", 0, "", func(*catalog.Item) bool { return true })
+	plain, _ := g.Browse("/github", 0, "")
+	if err != nil || fmt.Sprint(all.Cards) != fmt.Sprint(plain.Cards) || all.Total != plain.Total {
+		t.Fatalf("everything visible differs: %+v vs %+v", all, plain)
+	}
+}
+
+// TestGraphBrowseFilteredSpelledClusters: an alphabetical chunk is named
+// after its first and last members; one the caller sees only part of is
+// replaced by its visible items, so its name shows no invisible member.
+func TestGraphBrowseFilteredSpelledClusters(t *testing.T) {
+	b := testCardBuilder(t)
+	var defs []catalog.ToolDef
+	for i := range 30 {
+		defs = append(defs, tool("zeta", fmt.Sprintf("zz_%02d", i), "A tool."))
+	}
+	items := smallItems(t, defs...)
+	g, err := NewGraph(items, GraphOptions{Cards: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := g.Browse("/zeta", 0, "")
+	if !strings.Contains(plain.Cards[0].ID, "--") {
+		t.Skipf("no alphabetical chunk: %v", plain.Cards)
+	}
+	see := func(it *catalog.Item) bool { return it.UpstreamName < "zz_05" }
+	page, err := g.BrowseFiltered("/zeta", 50, "", see)
+	if err != nil || page.Total != 5 {
+		t.Fatalf("/zeta = %+v, %v", page, err)
+	}
+	for _, c := range page.Cards {
+		if c.Kind == choicecard.KindInternal {
+			t.Fatalf("a partly visible chunk is listed: %+v", c)
+		}
+	}
+	root, _ := g.BrowseFiltered("/", 0, "", see)
+	if d := root.Cards[0].Description; strings.Contains(d, "--") || strings.Contains(d, "zz_1") {
+		t.Fatalf("/zeta card names a chunk: %q", d)
+	}
+	if _, err := g.BrowseFiltered(plain.Cards[0].ID, 0, "", see); !errors.Is(err, ErrPathNotFound) {
+		t.Fatalf("browsing the chunk's path: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/runtime/codes"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
@@ -108,12 +109,57 @@ func (r *Runtime) decide(ctx context.Context, st *state, it *catalog.Item, actio
 	return r.auth.evaluate(ctx, r.toolRequest(ctx, st, it, action))
 }
 
-// visible reports whether the caller may see an item.
+// filtering reports whether what a caller may see depends on anything:
+// a policy or incident state, or prod, which hides unclassified tools.
+func (r *Runtime) filtering() bool {
+	return r.auth.filtering() || r.cfg.Environment == guard.EnvProd
+}
+
+// visible reports whether the caller may see an item: not a tool that
+// no registry classifies in prod (every call to it is refused, so listing
+// it only shows what exists), and not an item the policy or incident state
+// hides from this caller.
 func (r *Runtime) visible(ctx context.Context, st *state, it *catalog.Item) bool {
+	if !r.filtering() {
+		return true
+	}
+	if it.Kind == toolid.KindTool && st.gate.Hides(it.Server, it.UpstreamName) {
+		return false
+	}
 	if !r.auth.filtering() {
 		return true
 	}
 	return r.decide(ctx, st, it, policy.ActionList).Visible()
+}
+
+// concealed reports whether the caller is to be answered as if it did not
+// exist: a tool prod hides (unclassified), or an item the policy does not
+// let this caller see. The receipt records the item and the true reason;
+// the caller gets the answer of an item that does not exist (spec 001 MUST
+// 3: what a caller may not see it cannot probe for either). An item hidden
+// only by the incident state (a kill rule, quarantine, a state that cannot
+// be read) is not concealed: the policy lets the caller know it, and its
+// call is refused with the incident's reasons.
+func (r *Runtime) concealed(ctx context.Context, st *state, it *catalog.Item) bool {
+	if r.visible(ctx, st, it) {
+		return false
+	}
+	var d policy.Decision
+	switch {
+	case it.Kind == toolid.KindTool && st.gate.Hides(it.Server, it.UpstreamName):
+		d = policy.Decision{Effect: policy.EffectDeny, PolicyID: r.auth.policyID(), ReasonCodes: []string{ReasonConcealed, codes.ToolUnclassifiedDenied}}
+	case r.auth.policy != nil:
+		d = r.auth.policy.Decide(r.toolRequest(ctx, st, it, policy.ActionList))
+		if d.Visible() {
+			return false
+		}
+		d.ReasonCodes = append([]string{ReasonConcealed}, d.ReasonCodes...)
+	default:
+		return false
+	}
+	r.recordItem(ctx, st, it)
+	r.recordDecision(ctx, d)
+	return true
 }
 
 // recordItem puts the item into the caller's receipt.

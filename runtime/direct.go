@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/firewall"
@@ -339,18 +340,33 @@ func directPrompt(name string, it *catalog.Item) *mcp.Prompt {
 // pipeline: validation, guards, policy, controls, receipts, and the
 // firewall for large results.
 func (r *Runtime) handleDirect(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	st := r.state.Load()
+	id, ok := st.exp.tools[req.Params.Name]
+	it, found := st.snap.Lookup(id)
+	callerOf(ctx).name("direct")
+	if !ok || !found || r.concealed(ctx, st, it) {
+		// A tool the caller may not see is refused as the go-sdk refuses
+		// a name it does not list.
+		return nil, unknownTool(req.Params.Name)
+	}
 	return toolCall(ctx, "direct", func(ctx context.Context) (*mcp.CallToolResult, *Error) {
-		st := r.state.Load()
-		id, ok := st.exp.tools[req.Params.Name]
-		if !ok {
-			return nil, newError(CodeHydrateFailed, "no tool named %q in the current catalog", req.Params.Name).withPath("name")
-		}
 		a := &executeArgs{ToolID: id, Args: req.Params.Arguments}
 		if e := directMeta(req.Params.Meta, a); e != nil {
 			return nil, e
 		}
 		return r.execute(ctx, req.Session, a, true)
 	})
+}
+
+// unknownTool, unknownPrompt and the go-sdk's ResourceNotFoundError are
+// the go-sdk's own refusals of a name or URI it does not list: the answer
+// to one a caller may not see, so that the two cannot be told apart.
+func unknownTool(name string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", name)}
+}
+
+func unknownPrompt(name string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown prompt %q", name)}
 }
 
 // The _meta keys by which a direct call passes what tool_execute takes as

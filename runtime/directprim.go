@@ -15,14 +15,14 @@ import (
 // handleDirectPrompt renders a directly listed prompt upstream and returns
 // the upstream's answer as it is.
 func (r *Runtime) handleDirectPrompt(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	st := r.state.Load()
+	id, ok := st.exp.prompts[req.Params.Name]
+	it, found := st.snap.Lookup(id)
+	if !ok || !found || r.concealed(ctx, st, it) {
+		return nil, unknownPrompt(req.Params.Name)
+	}
 	var out *mcp.GetPromptResult
 	err := run(func() *Error {
-		st := r.state.Load()
-		id, ok := st.exp.prompts[req.Params.Name]
-		it, found := st.snap.Lookup(id)
-		if !ok || !found || !r.visible(ctx, st, it) {
-			return newError(CodePromptNotFound, "no prompt named %q", req.Params.Name)
-		}
 		raw, _ := json.Marshal(req.Params.Arguments)
 		if e := r.authorize(ctx, st, it, raw, false); e != nil {
 			return e
@@ -55,13 +55,18 @@ func (r *Runtime) handleDirectPrompt(ctx context.Context, req *mcp.GetPromptRequ
 // directly listed template, upstream and returns the upstream's answer as
 // it is.
 func (r *Runtime) handleDirectResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	st := r.state.Load()
+	it, c, e := r.resourceOwner(ctx, st, req.Params.URI)
+	if e != nil && e.Code == CodeResourceNotFound {
+		// What the caller may not see is refused as the go-sdk refuses
+		// a URI it does not list.
+		return nil, mcp.ResourceNotFoundError(req.Params.URI)
+	}
+	if e != nil {
+		return nil, e
+	}
 	var out *mcp.ReadResourceResult
 	err := run(func() *Error {
-		st := r.state.Load()
-		it, c, e := r.resourceOwner(ctx, st, req.Params.URI)
-		if e != nil {
-			return e
-		}
 		if e := r.authorize(ctx, st, it, nil, false); e != nil {
 			return e
 		}
@@ -87,7 +92,7 @@ func (r *Runtime) handleDirectResource(ctx context.Context, req *mcp.ReadResourc
 func (r *Runtime) resourceOwner(ctx context.Context, st *state, uri string) (*catalog.Item, conn, *Error) {
 	if id, ok := st.exp.resources[uri]; ok {
 		it, found := st.snap.Lookup(id)
-		if found && r.visible(ctx, st, it) {
+		if found && !r.concealed(ctx, st, it) {
 			if c, ok := st.owner[it.Server]; ok {
 				return it, c, nil
 			}
@@ -101,7 +106,7 @@ func (r *Runtime) resourceOwner(ctx context.Context, st *state, uri string) (*ca
 			continue
 		}
 		it := templateItem(o.owner.name(), uri)
-		if !r.visible(ctx, st, it) {
+		if r.concealed(ctx, st, it) {
 			break
 		}
 		return it, o.owner, nil

@@ -77,6 +77,8 @@ const (
 	CodeCancelled                  = codes.Cancelled
 	CodeSessionNotFound            = codes.SessionNotFound
 	CodeForbidden                  = codes.Forbidden
+	CodeSessionLimitExceeded       = codes.SessionLimitExceeded
+	CodeSessionCapacityExceeded    = codes.SessionCapacityExceeded
 )
 
 // maxMessage caps the model-visible message of an error.

@@ -135,7 +135,7 @@ type storedOutcome struct {
 func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *executeArgs, direct bool) (*mcp.CallToolResult, *Error) {
 	st := r.state.Load() // one state for the whole call (spec 003 §4.6)
 	it, ok := lookupTool(st, a.ToolID)
-	if !ok || it.Kind != toolid.KindTool {
+	if !ok || it.Kind != toolid.KindTool || r.concealed(ctx, st, it) {
 		return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withPath("tool_id")
 	}
 	r.recordItem(ctx, st, it)

@@ -134,7 +134,8 @@ func TestExecuteGuards(t *testing.T) {
 		code string
 		path string
 	}{
-		{"unclassified in prod", map[string]any{"tool_id": whoami}, CodeToolUnclassifiedDenied, ""},
+		// Hidden in prod: a call answers like a missing tool (#15 finding 6).
+		{"unclassified in prod", map[string]any{"tool_id": whoami}, CodeHydrateFailed, "tool_id"},
 		{"declaration disagrees", map[string]any{"tool_id": add, "args": map[string]any{"a": 1, "b": 2}, "tool_class": "write"}, CodeToolClassDeclarationMismatch, "tool_class"},
 		{"write without key", map[string]any{"tool_id": echo, "args": map[string]any{"text": "hi"}}, CodeIdempotencyKeyRequired, "idempotency_key"},
 		{"document too large", map[string]any{"tool_id": echo, "args": map[string]any{"text": strings.Repeat("x", 17)}, "idempotency_key": "k1"}, CodeDocSizeExceeded, "args/text"},

@@ -18,7 +18,7 @@ var listed = map[string]bool{"tools/list": true, "prompts/list": true, "resource
 func (r *Runtime) listFilter(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
-		if err != nil || !listed[method] || !r.auth.filtering() || res == nil {
+		if err != nil || !listed[method] || !r.filtering() || res == nil {
 			return res, err
 		}
 		return r.filterList(ctx, res), nil

@@ -161,7 +161,7 @@ func (r *Runtime) browse(ctx context.Context, ss *mcp.ServerSession, kind toolid
 			return nil, newError(CodeArgsInvalid, "cursor applies to path browses only").withPath("cursor")
 		}
 		fetch := k
-		if r.auth.filtering() {
+		if r.filtering() {
 			// Over-fetch, so that hidden hits do not crowd visible ones
 			// out of the top k.
 			fetch = min(max(4*k, k), router.MaxTopK)
@@ -175,11 +175,19 @@ func (r *Runtime) browse(ctx context.Context, ss *mcp.ServerSession, kind toolid
 			res.Cards = res.Cards[:k]
 		}
 	} else {
-		page, err := st.router.Browse(kind, *a.Path, k, a.Cursor)
+		// Paths, counts, descriptions and cursors are computed over what
+		// the caller may see (spec 001 MUST 3): a path with nothing
+		// visible below it answers like one that does not exist.
+		var see func(*catalog.Item) bool
+		if r.filtering() {
+			pctx := r.auth.pin(ctx)
+			see = func(it *catalog.Item) bool { return r.visible(pctx, st, it) }
+		}
+		page, err := st.router.BrowseFiltered(kind, *a.Path, k, a.Cursor, see)
 		if err != nil {
 			return nil, classify(err).withPath(*a.Path)
 		}
-		res.Cards, res.NextCursor, res.Total = r.visibleCards(ctx, st, page.Cards), page.NextCursor, page.Total
+		res.Cards, res.NextCursor, res.Total = page.Cards, page.NextCursor, page.Total
 	}
 	if r.cfg.Browse.CacheStable {
 		res.Cards = r.sessions.get(ss, st.gen).Apply(res.Cards)
@@ -209,11 +217,13 @@ func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (
 		}
 		st := r.state.Load()
 		it, ok := lookupTool(st, a.ToolID)
-		if ok {
+		if ok && it.Kind == toolid.KindTool && !r.concealed(ctx, st, it) {
 			r.recordItem(ctx, st, it)
+		} else {
+			ok = false
 		}
 		// A tool the caller may not see reads like a missing one.
-		if !ok || it.Kind != toolid.KindTool || !r.visible(ctx, st, it) {
+		if !ok {
 			return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withPath("tool_id")
 		}
 		h, err := st.snap.Hydrate(it.ID)
@@ -264,7 +274,7 @@ func structured(v any, text string) *mcp.CallToolResult {
 // visibleCards drops the cards of items the caller may not see; cards of
 // catalog paths (internal nodes) stay.
 func (r *Runtime) visibleCards(ctx context.Context, st *state, cards []choicecard.Card) []choicecard.Card {
-	if !r.auth.filtering() {
+	if !r.filtering() {
 		return cards
 	}
 	ctx = r.auth.pin(ctx)

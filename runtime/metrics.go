@@ -130,3 +130,10 @@ func (m *metrics) upstreamState(st upstream.State) {
 }
 
 func (m *metrics) withheld(n int) { m.withheldN.Set(float64(n)) }
+
+// sessionsOpen publishes the number of MCP sessions the HTTP listener
+// holds, as open reports it.
+func (m *metrics) sessionsOpen(open func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "quiver_http_sessions_open",
+		Help: "MCP sessions (protocol 2025-11-25 and older) the HTTP listener holds."}, func() float64 { return float64(open()) }))
+}

@@ -278,6 +278,10 @@ const (
 	ReasonApprovalGranted = "APPROVAL_GRANTED"
 	// ReasonClientToken: the arguments carried a client credential.
 	ReasonClientToken = "CLIENT_TOKEN_IN_ARGS"
+	// ReasonConcealed: the caller named an item it may not see, and was
+	// answered as if it did not exist; the reason codes that follow say
+	// why it may not see it.
+	ReasonConcealed = "CONCEALED"
 )
 
 // protocolCode names a JSON-RPC error code for a receipt.

@@ -38,6 +38,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/protocol"
+	"github.com/quiver-mcp/quiver/runtime/sessionlimit"
 	qstate "github.com/quiver-mcp/quiver/runtime/state"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -93,6 +94,8 @@ type Runtime struct {
 	retry      controls.RetryPolicy
 	schema     catalog.SchemaLimits
 	adminToken []byte
+	// info opens the detail of /metrics and /healthz.
+	info       infoTokens
 	adminClaim *admin.Claim
 	// upstreams are the enabled upstream entries in configuration order.
 	upstreams []*upstreamEntry
@@ -136,6 +139,8 @@ type Runtime struct {
 	retired   *router.Router // the previous state's router, closed at the next swap
 
 	sessions sessionStates
+	// sessionLimit bounds the HTTP listener's MCP sessions.
+	sessionLimit *sessionlimit.Limiter
 
 	// Two-way forwarding: the relay routes what upstreams send during
 	// calls, affinity holds the per-client upstream sessions, levels and
@@ -209,6 +214,8 @@ func New(cfg *config.Config, deps Deps) (*Runtime, error) {
 	}
 	r.mrtr = &mrtr{r: r}
 	r.rec = recorder{log: log, met: r.met, auth: &r.auth}
+	r.sessionLimit = sessionlimit.New(sessionlimit.Limits{PerPrincipal: c.Listen.Sessions.MaxPerPrincipal, Total: c.Listen.Sessions.MaxTotal})
+	r.met.sessionsOpen(r.sessionLimit.Open)
 	if r.localName == "" {
 		// The process owner is the principal of a stdio session: known
 		// only when quiver runs, so not a default of the file.
@@ -221,6 +228,9 @@ func New(cfg *config.Config, deps Deps) (*Runtime, error) {
 		log.Warn("expose.direct applies to gateway mode only", "mode", c.Mode)
 	}
 	if err := r.initAdmin(); err != nil {
+		return nil, err
+	}
+	if err := r.initInfoTokens(); err != nil {
 		return nil, err
 	}
 	r.sessions.init()

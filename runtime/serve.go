@@ -44,7 +44,8 @@ func (r *Runtime) Handler(path string) http.Handler {
 	// One endpoint for every revision: sessions up to 2025-11-25, and
 	// sessionless requests at 2026-07-28 (runtime/protocol routes them).
 	var mcpHandler http.Handler = protocol.NewRouter(r.server,
-		protocol.RouterOptions{DisableLocalhostProtection: len(r.cfg.Listen.AllowedHosts) > 0, SessionTimeout: time.Duration(r.cfg.Listen.SessionIdleTimeout)})
+		protocol.RouterOptions{DisableLocalhostProtection: len(r.cfg.Listen.AllowedHosts) > 0, SessionTimeout: time.Duration(r.cfg.Listen.SessionIdleTimeout),
+			Stateful: r.sessionRoom})
 	if r.verifier != nil {
 		// Every request is authenticated before MCP routing (spec 001
 		// MUST 2); the middleware also removes the Authorization header.
@@ -66,11 +67,13 @@ func (r *Runtime) Handler(path string) http.Handler {
 		mux.Handle(admin.ConsolePrefix, guard(r.console))
 	}
 	mux.Handle("/healthz", guard(http.HandlerFunc(r.healthz)))
-	mux.Handle("/metrics", guard(promhttp.HandlerFor(r.met.reg, promhttp.HandlerOpts{Registry: r.met.reg})))
+	mux.Handle("/metrics", guard(r.guardMetrics(promhttp.HandlerFor(r.met.reg, promhttp.HandlerOpts{Registry: r.met.reg}))))
 	return mux
 }
 
-// health is the /healthz body.
+// health is the /healthz body. Only Status is given to anyone; the rest
+// names the fleet and is given to a request with the metrics or the admin
+// token.
 type health struct {
 	Status    string           `json:"status"` // ok | degraded
 	Catalog   map[string]int   `json:"catalog"`
@@ -89,7 +92,7 @@ type upstreamHealth struct {
 	Error    string `json:"error,omitempty"`
 }
 
-func (r *Runtime) healthz(w http.ResponseWriter, _ *http.Request) {
+func (r *Runtime) healthz(w http.ResponseWriter, req *http.Request) {
 	st := r.state.Load()
 	h := health{Status: "ok", Gen: st.gen, Catalog: map[string]int{}, Upstreams: []upstreamHealth{}}
 	if b := r.backend; b != nil {
@@ -108,6 +111,12 @@ func (r *Runtime) healthz(w http.ResponseWriter, _ *http.Request) {
 		h.Upstreams = append(h.Upstreams, u)
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if !r.info.opens(req) {
+		_ = json.NewEncoder(w).Encode(struct {
+			Status string `json:"status"`
+		}{h.Status})
+		return
+	}
 	_ = json.NewEncoder(w).Encode(h)
 }
 

@@ -34,7 +34,7 @@ func (r *Runtime) newServer() *mcp.Server {
 		// router in Handler) at 2026-07-28, whose input requests quiver
 		// relays as multi-round-trip results (mrtr.go).
 		SupportedProtocolVersions: mcp.SupportedProtocolVersions(),
-		SetCacheable:              protocol.Cacheable(protocol.CacheOptions{Stable: r.stableAnswer, Settled: r.settled, Private: r.auth.filtering}),
+		SetCacheable:              protocol.Cacheable(protocol.CacheOptions{Stable: r.stableAnswer, Settled: r.settled, Private: r.filtering}),
 	}
 	if r.cfg.Mode == config.ModeDirect {
 		so.Capabilities.Prompts = &mcp.PromptCapabilities{ListChanged: true}
@@ -111,12 +111,14 @@ func (r *Runtime) afterSwap(old, next *state) {
 // entries are not callable (spec 003 §4.1). The refusal names the tool_id
 // and the listed name, either of which tool_execute takes.
 func (r *Runtime) handleStripped(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	name := req.Params.Name
+	st := r.state.Load()
+	it, ok := st.snap.LookupWire(name)
+	callerOf(ctx).name("stripped")
+	if !ok || r.concealed(ctx, st, it) {
+		return nil, unknownTool(name)
+	}
 	return toolCall(ctx, "stripped", func(ctx context.Context) (*mcp.CallToolResult, *Error) {
-		name := req.Params.Name
-		it, ok := r.state.Load().snap.LookupWire(name)
-		if !ok {
-			return nil, newError(CodeHydrateFailed, "no tool named %q in the current catalog", name).withPath("name")
-		}
 		return nil, newError(CodeArgsInvalid, "listed entries are for discovery; call tool_execute with tool_id %q (or its listed name %q)", it.ID, name).
 			withPath("name").withDetail("tool_id", it.ID).withDetail("name", name)
 	})

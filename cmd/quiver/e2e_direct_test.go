@@ -1293,17 +1293,15 @@ rules:
 	if got := dToolNames(dListTools(t, cs)); !slices.Equal(got, []string{"alpha__add", "alpha__echo", "tool_view"}) {
 		t.Fatalf("tools/list = %v", got)
 	}
-	for _, c := range []struct {
-		tool string
-		args map[string]any
-	}{
-		{"alpha__add", map[string]any{"a": 1, "b": 2}},
-		{"alpha__big_log", map[string]any{"lines": 2}},
-	} {
-		res, m := callTool(t, cs, c.tool, c.args)
-		if !res.IsError || m["error"] != "POLICY_DENIED" {
-			t.Errorf("%s: %s", c.tool, dJSON(t, res))
-		}
+	// add is listed but not callable: POLICY_DENIED. big_log is not
+	// listed: it is refused as a name nobody lists.
+	if res, m := callTool(t, cs, "alpha__add", map[string]any{"a": 1, "b": 2}); !res.IsError || m["error"] != "POLICY_DENIED" {
+		t.Errorf("alpha__add: %s", dJSON(t, res))
+	}
+	_, errH := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__big_log", Arguments: map[string]any{"lines": 2}})
+	_, errM := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha__no_log", Arguments: map[string]any{"lines": 2}})
+	if errH == nil || errM == nil || strings.ReplaceAll(errH.Error(), "big_log", "X") != strings.ReplaceAll(errM.Error(), "no_log", "X") {
+		t.Errorf("hidden alpha__big_log: %v; missing name: %v", errH, errM)
 	}
 	res, _ := callTool(t, cs, "alpha__echo", map[string]any{"text": "allowed"})
 	if res.IsError || dText(res) != "allowed" {
@@ -1326,16 +1324,22 @@ rules:
 	if err != nil || len(lt.ResourceTemplates) != 0 {
 		t.Errorf("resources/templates/list = %s, %v", dJSON(t, lt), err)
 	}
+	// What the policy hides is refused as the go-sdk refuses a URI or
+	// name nobody lists (#15 finding 7).
+	_, errMissing := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "nosuch://x"})
 	for _, uri := range []string{"test://readme", "test://items/7"} {
-		if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err == nil || !strings.Contains(err.Error(), "RESOURCE_NOT_FOUND") {
-			t.Errorf("read %s: %v", uri, err)
+		_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+		if err == nil || errMissing == nil || strings.ReplaceAll(err.Error(), uri, "U") != strings.ReplaceAll(errMissing.Error(), "nosuch://x", "U") {
+			t.Errorf("read %s: %v (a missing URI: %v)", uri, err, errMissing)
 		}
 	}
 	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://readme"}); err == nil {
 		t.Error("subscribed to a resource the policy hides")
 	}
-	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "alpha__greet", Arguments: map[string]string{"name": "x"}}); err == nil || !strings.Contains(err.Error(), "PROMPT_NOT_FOUND") {
-		t.Errorf("prompts/get: %v", err)
+	_, errMissing = cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "alpha__nosuch", Arguments: map[string]string{"name": "x"}})
+	if _, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "alpha__greet", Arguments: map[string]string{"name": "x"}}); err == nil || errMissing == nil ||
+		strings.ReplaceAll(err.Error(), "greet", "N") != strings.ReplaceAll(errMissing.Error(), "nosuch", "N") {
+		t.Errorf("prompts/get: %v (a missing name: %v)", err, errMissing)
 	}
 	if _, err := cs.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "alpha__greet"},
 		Argument: mcp.CompleteParamsArgument{Name: "name", Value: "a"}}); err == nil {
@@ -1361,7 +1365,8 @@ rules:
 		}
 		return len(direct) >= 3
 	})
-	want := map[string][2]string{"add": {"deny", "POLICY_DENIED"}, "big_log": {"deny", "POLICY_DENIED"}, "echo": {"allow", ""}}
+	// big_log's receipt keeps the truth the caller was not told.
+	want := map[string][2]string{"add": {"deny", "POLICY_DENIED"}, "big_log": {"deny", "INVALID_PARAMS"}, "echo": {"allow", ""}}
 	if len(direct) != len(want) {
 		t.Fatalf("%d direct-call receipts, want %d: %v", len(direct), len(want), direct)
 	}
@@ -1390,13 +1395,22 @@ func TestE2EDirectGuards(t *testing.T) {
 	f := newGuardFleet(t, "expose: {direct: [\"alpha:*\"]}\n")
 	cs, _ := directStdio(t, nil, "--config", f.cfg)
 	listed := dListTools(t, cs)
-	for _, name := range []string{"alpha__echo", "alpha__add", "alpha__big_log", "alpha__whoami", "tool_execute"} {
+	for _, name := range []string{"alpha__echo", "alpha__add", "alpha__big_log", "tool_execute"} {
 		if _, ok := listed[name]; !ok {
 			t.Fatalf("%s not listed: %v", name, dToolNames(listed))
 		}
 	}
-	if _, ok := listed["beta__echo"]; ok {
-		t.Fatal("beta__echo listed")
+	// beta is not exposed; whoami is unclassified, which prod hides.
+	for _, name := range []string{"beta__echo", "alpha__whoami"} {
+		if _, ok := listed[name]; ok {
+			t.Fatalf("%s listed", name)
+		}
+	}
+	// A call of the hidden whoami is refused as a name nobody lists.
+	_, errH := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__whoami"})
+	_, errM := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "alpha__nosuch"})
+	if errH == nil || errM == nil || strings.ReplaceAll(errH.Error(), "whoami", "X") != strings.ReplaceAll(errM.Error(), "nosuch", "X") {
+		t.Fatalf("hidden whoami: %v; missing name: %v", errH, errM)
 	}
 	cases := []struct {
 		tool string
@@ -1406,8 +1420,6 @@ func TestE2EDirectGuards(t *testing.T) {
 	}{
 		{"alpha__add", map[string]any{"a": 1, "b": 2}, "", true},
 		{"alpha__big_log", map[string]any{"lines": 3}, "", true},
-		// Unclassified tools are denied in prod.
-		{"alpha__whoami", nil, "TOOL_UNCLASSIFIED_DENIED", false},
 		// A registry write tool needs an idempotency_key (a direct call
 		// gives it in _meta, below).
 		{"alpha__echo", map[string]any{"text": "hi"}, "IDEMPOTENCY_KEY_REQUIRED", false},

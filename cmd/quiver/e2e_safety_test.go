@@ -343,16 +343,21 @@ func TestSafety2_PerCallAuthz(t *testing.T) {
 	add := listedID(t, alice, listNames(t, alice), "alpha", "add")
 	dave := e.as(t, hsToken(t, "dave", nil))
 
+	// dave may not see alpha:add: his call is denied, and answered
+	// exactly as a call of a tool that does not exist (#15 finding 7);
+	// the deny receipt carries the policy's reason code.
 	res, m := execute(t, dave, add, map[string]any{"a": 1, "b": 2})
-	if !res.IsError || errCode(m) != "POLICY_DENIED" {
+	if !res.IsError || errCode(m) != "HYDRATE_FAILED" {
 		t.Fatalf("dave's call was not denied: %v", m)
 	}
-	if !hasString(field(m, "details.reason_codes"), "NO_MATCHING_RULE") {
-		t.Fatalf("no reason code: %v", m)
+	_, missing := execute(t, dave, "alpha:nope#00000000", map[string]any{"a": 1, "b": 2})
+	if errCode(missing) != "HYDRATE_FAILED" || strings.ReplaceAll(fmt.Sprint(m), add, "X") != strings.ReplaceAll(fmt.Sprint(missing), "alpha:nope#00000000", "X") {
+		t.Fatalf("invisible tool %v, unknown tool %v", m, missing)
 	}
-	if _, m := execute(t, dave, "alpha:nope#00000000", nil); errCode(m) != "HYDRATE_FAILED" {
-		t.Fatalf("unknown tool: %v", m)
-	}
+	e.waitReceipt(t, "dave's deny", func(r map[string]any) bool {
+		return field(r, "mcp.tool_id") == add && field(r, "decision.result") == "deny" &&
+			hasString(field(r, "decision.reason_codes"), "NO_MATCHING_RULE") && hasString(field(r, "decision.reason_codes"), "CONCEALED")
+	})
 	// The denied call never reached the upstream.
 	if data, _ := os.ReadFile(e.record); bytes.Contains(data, []byte(`"add"`)) {
 		t.Fatalf("a denied call reached the upstream: %s", data)

@@ -325,13 +325,38 @@ func TestE2EStaticCatalogWithoutConfig(t *testing.T) {
 
 func TestE2EHTTP(t *testing.T) {
 	cfg, record := fleetConfig(t, "gateway")
+	// The information endpoints name the fleet only to the metrics token.
+	const metricsToken = "e2e-metrics-token-of-at-least-32-bytes"
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteString("listen: {metrics_token_env: QUIVER_E2E_METRICS_TOKEN}\n")
+	must(t, err)
+	must(t, f.Close())
+	t.Setenv("QUIVER_E2E_METRICS_TOKEN", metricsToken)
 	srv := startHTTP(t, "--config", cfg)
 	journey(t, srv.session(t))
-
-	resp, err := http.Get(srv.base + "/healthz")
-	if err != nil {
-		t.Fatal(err)
+	withToken := func(path string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+metricsToken)
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		return resp
 	}
+
+	// Anyone gets the status, and nothing else.
+	resp, err := http.Get(srv.base + "/healthz")
+	must(t, err)
+	plain, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.TrimSpace(string(plain)) != `{"status":"ok"}` {
+		t.Fatalf("healthz without a token: %d %s", resp.StatusCode, plain)
+	}
+	if resp, err := http.Get(srv.base + "/metrics"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("metrics without a token: %v %v", resp, err)
+	}
+
+	resp = withToken("/healthz")
 	var h map[string]any
 	json.NewDecoder(resp.Body).Decode(&h)
 	resp.Body.Close()
@@ -362,10 +387,7 @@ func TestE2EHTTP(t *testing.T) {
 			t.Fatalf("%s with a foreign Host: %d, want 403", p, resp.StatusCode)
 		}
 	}
-	resp, err = http.Get(srv.base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp = withToken("/metrics")
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !strings.Contains(string(body), `quiver_meta_calls_total{code="ok",tool="tool_execute"}`) {

@@ -102,6 +102,13 @@ const (
 	Forbidden                  = "FORBIDDEN"
 )
 
+// Codes of HTTP requests the listener refused before MCP routing because
+// it holds as many sessions as it may.
+const (
+	SessionLimitExceeded    = "SESSION_LIMIT_EXCEEDED"
+	SessionCapacityExceeded = "SESSION_CAPACITY_EXCEEDED"
+)
+
 // Origin says who raises a code. A code may have several origins; an
 // error value knows its one (runtime.Error, for instance, records whether
 // it classifies an upstream's failure).
@@ -284,6 +291,11 @@ var table = []Info{
 		Description: "receipts only: an HTTP request named no live session (HTTP 404)"},
 	{Code: Forbidden, Origin: Quiver, Receipt: Deny,
 		Description: "receipts only: an HTTP request came from a host or origin that is not allowed (HTTP 403)"},
+
+	{Code: SessionLimitExceeded, Retryable: true, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
+		Description: "the caller holds listen.sessions.max_per_principal sessions: HTTP 429 with Retry-After to a request that would open one more; close one (DELETE) or wait for an idle one to be reaped"},
+	{Code: SessionCapacityExceeded, Retryable: true, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
+		Description: "the listener holds listen.sessions.max_total sessions: HTTP 503 with Retry-After to a request that would open one more"},
 }
 
 // index maps a code to its row in table; built once, never written.

@@ -208,6 +208,9 @@ func (c *checker) listen(l *Listen) {
 		}
 	}
 	c.duration("/listen/session_idle_timeout", l.SessionIdleTimeout, false)
+	if l.Sessions.MaxPerPrincipal > l.Sessions.MaxTotal {
+		c.fail("/listen/sessions/max_per_principal", "exceeds max_total")
+	}
 }
 
 // upstreams checks every upstream entry and fills in the defaults that

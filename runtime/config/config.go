@@ -102,13 +102,21 @@ const (
 	SessionsPerClient SessionMode = "per_client"
 )
 
+// DefaultMaxSessionsPerPrincipal and DefaultMaxSessions bound the MCP
+// sessions of an HTTP listener: far below what a flood opens (15,000 in
+// 20 s), far above what one agent needs.
+const (
+	DefaultMaxSessionsPerPrincipal = 64
+	DefaultMaxSessions             = 1024
+)
+
 // Default values of settings that are not a zero value.
 const (
 	DefaultListenAddr         = "127.0.0.1:8080"
 	DefaultListenPath         = "/mcp"
 	DefaultConnectTimeout     = units.Duration(10 * time.Second)
 	DefaultCallTimeout        = units.Duration(60 * time.Second)
-	DefaultSessionIdleTimeout = units.Duration(time.Hour)
+	DefaultSessionIdleTimeout = units.Duration(5 * time.Minute)
 	DefaultTopK               = 10
 	DefaultMaxChildren        = 20
 	DefaultMaxInlineTokens    = 800
@@ -352,6 +360,20 @@ type Listen struct {
 	// this long, releasing what it holds (per-client upstream sessions,
 	// subscriptions); 0 keeps idle sessions open.
 	SessionIdleTimeout units.Duration `json:"session_idle_timeout" yaml:"session_idle_timeout"`
+	// Sessions bounds the MCP sessions held at once (transport http).
+	Sessions Sessions `json:"sessions" yaml:"sessions"`
+	// MetricsTokenEnv, when set, names the environment variable holding a
+	// bearer token for /metrics and the detail of /healthz (the admin
+	// token opens them too); /metrics then refuses requests without one.
+	MetricsTokenEnv string `json:"metrics_token_env,omitempty" yaml:"metrics_token_env,omitempty"`
+}
+
+// Sessions bounds the MCP sessions (protocol 2025-11-25 and older) an
+// HTTP listener holds: per principal (a verified token's principal, or an
+// anonymous caller's remote address) and in total.
+type Sessions struct {
+	MaxPerPrincipal int `json:"max_per_principal" yaml:"max_per_principal"`
+	MaxTotal        int `json:"max_total" yaml:"max_total"`
 }
 
 // TLS names a certificate chain and its private key (absolute paths).
@@ -629,6 +651,7 @@ func Default() *Config {
 			Addr:               DefaultListenAddr,
 			Path:               DefaultListenPath,
 			SessionIdleTimeout: DefaultSessionIdleTimeout,
+			Sessions:           Sessions{MaxPerPrincipal: DefaultMaxSessionsPerPrincipal, MaxTotal: DefaultMaxSessions},
 		},
 		StateDir: sd,
 		Browse:   Browse{TopK: DefaultTopK, MaxChildren: DefaultMaxChildren},

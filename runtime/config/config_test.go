@@ -71,6 +71,8 @@ func TestFullExample(t *testing.T) {
 			AllowedHosts:       []string{"quiver.internal", "quiver.internal:9443"},
 			AllowedOrigins:     []string{"https://app.example.com"},
 			SessionIdleTimeout: units.Duration(15 * time.Minute),
+			Sessions:           Sessions{MaxPerPrincipal: 8, MaxTotal: 256},
+			MetricsTokenEnv:    "QUIVER_METRICS_TOKEN",
 		},
 		StateDir: "/etc/quiver/state",
 		Upstreams: []Upstream{
@@ -446,6 +448,10 @@ func TestInvalid(t *testing.T) {
 		{"duration zero", "artifacts: {ttl: 0s}", "quiver.yaml:1:13: artifacts.ttl: must be greater than 0"},
 		{"session idle timeout", "listen: {session_idle_timeout: soon}",
 			`quiver.yaml:1:10: listen.session_idle_timeout: must be a duration such as "100ms", "60s", "1h30m" or "24h"`},
+		{"sessions zero", "listen: {sessions: {max_total: 0}}", "quiver.yaml:1:21: listen.sessions.max_total: must be at least 1"},
+		{"sessions per principal over total", "listen:\n  sessions: {max_per_principal: 10, max_total: 5}", "quiver.yaml:2:14: listen.sessions.max_per_principal: exceeds max_total"},
+		{"metrics token env", "listen: {metrics_token_env: \"not a name\"}",
+			"quiver.yaml:1:10: listen.metrics_token_env: must be an environment variable name (letters, digits and '_', not starting with a digit)"},
 		{"duration overflow", "upstreams: [{name: a, command: [x], call_timeout: 9999999999h}]",
 			"quiver.yaml:1:37: upstreams[0].call_timeout: is not a valid duration (too large?)"},
 		{"retry delays", "retry:\n  base_delay: 3s\n  max_delay: 1s", "quiver.yaml:3:3: retry.max_delay: max_delay (1s) must be at least base_delay (3s)"},
@@ -769,7 +775,7 @@ func TestSessions(t *testing.T) {
 				t.Fatal(err)
 			}
 			shown := strings.Contains(string(out), "\n    sessions: "+string(tc.want)+"\n")
-			if shown != (tc.want != "") || (tc.want == "" && strings.Contains(string(out), "sessions:")) {
+			if shown != (tc.want != "") || (tc.want == "" && strings.Contains(string(out), "\n    sessions:")) {
 				t.Fatalf("effective settings:\n%s", out)
 			}
 			back, err := parse(string(out))

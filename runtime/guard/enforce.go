@@ -113,6 +113,18 @@ func (g *Gate) Version() string {
 	return g.reg.Version()
 }
 
+// Hides reports whether the tool is hidden from every caller: in prod, a
+// tool no manifest classifies, since every call to it is refused. A gate
+// whose registry failed to load hides nothing: its calls fail with
+// REGISTRY_VERSION_MISMATCH, which says what is wrong.
+func (g *Gate) Hides(server, tool string) bool {
+	if g.unavailable || g.env != EnvProd {
+		return false
+	}
+	_, ok := g.reg.Lookup(server, tool)
+	return !ok
+}
+
 // Check runs the front door's checks in order: classification (prod denies
 // unclassified tools), the caller's declared class, the read-only
 // capability, and the idempotency key of write tools. Every check runs; a

@@ -27,6 +27,9 @@ type RouterOptions struct {
 	SessionTimeout time.Duration
 	// MaxRequestBodyBytes bounds a request body (default the go-sdk's 4 MiB).
 	MaxRequestBodyBytes int64
+	// Stateful, when set, wraps the handler of sessions (everything
+	// that is not sessionless), e.g. to bound the sessions it opens.
+	Stateful func(http.Handler) http.Handler
 }
 
 // NewRouter serves every revision of MCP over streamable HTTP on one
@@ -41,8 +44,11 @@ func NewRouter(srv *mcp.Server, o RouterOptions) http.Handler {
 	if limit == 0 {
 		limit = mcp.DefaultMaxRequestBodyBytes
 	}
-	stateful := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
+	var stateful http.Handler = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
 		DisableLocalhostProtection: o.DisableLocalhostProtection, SessionTimeout: o.SessionTimeout, MaxRequestBodyBytes: limit})
+	if o.Stateful != nil {
+		stateful = o.Stateful(stateful)
+	}
 	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
 		DisableLocalhostProtection: o.DisableLocalhostProtection, MaxRequestBodyBytes: limit, Stateless: true,
 		// At a sessionless revision the POST is the request's whole life:
