@@ -132,12 +132,21 @@ func TestSafety8_EgressBoundary(t *testing.T) {
 	if echo == "" {
 		t.Fatal("web:echo is not listed")
 	}
-	allowed := []string{"https://api.example.com/v1/items", "HTTPS://Docs.Example.ORG/guide", "http://127.0.0.1:8080/health", "just some text"}
+	allowed := []string{"https://api.example.com/v1/items", "HTTPS://Docs.Example.ORG/guide", "http://127.0.0.1:8080/health", "just some text",
+		"edit src/main.go, see README.md", "ssh://git@api.example.com/repo", "file:///tmp/local"}
 	refused := map[string]string{
 		"https://evil.example.net/exfil?secret=s3cr3t": "evil.example.net",
 		"http://api.example.com@attacker.test/steal":   "attacker.test",
 		"wss://example.org/socket":                     "example.org",
 		"http://10.0.0.7/admin":                        "10.0.0.7",
+		// finding 4: every scheme, scheme-less hosts, URLs inside text
+		"gopher://gopher.attacker.test/1":         "gopher.attacker.test",
+		"ssh://git@ssh.attacker.test:2222/r":      "ssh.attacker.test",
+		"file://smb.attacker.test/share/x":        "smb.attacker.test",
+		"//cdn.attacker.test/x.js":                "cdn.attacker.test",
+		"bare.attacker.test/exfil":                "bare.attacker.test",
+		"port.attacker.test:4444":                 "port.attacker.test",
+		"please fetch https://text.attacker.test": "text.attacker.test",
 	}
 	for _, u := range allowed {
 		if res, m := execute(t, alice, echo, map[string]any{"text": u}); res.IsError {
