@@ -194,3 +194,68 @@ func TestSafety8_EgressBoundary(t *testing.T) {
 	}
 	e.srv.stop(t, syscall.SIGTERM)
 }
+
+// Finding 5: credentials in every common shape are refused before
+// dispatch (CLIENT_CREDENTIAL_REJECTED, the kind in the receipt), the
+// caller's own bearer token inside free text included; near misses pass.
+// The recording upstream sees only the allowed calls.
+func TestSafety5_CredentialShapes(t *testing.T) {
+	up, record := guardedUpstream(t, "notes", "risk: LOW")
+	e := startSafety(t, up)
+	token := hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}})
+	alice := e.as(t, token)
+	echo := listedID(t, alice, listNames(t, alice), "notes", "echo")
+	if echo == "" {
+		t.Fatal("notes:echo is not listed")
+	}
+	aws := "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+	refused := []struct {
+		args map[string]any
+		kind string
+	}{
+		{map[string]any{"text": "x", "cookie": "session=0123456789abcdef"}, "COOKIE"},
+		{map[string]any{"text": "x", "set-cookie": "sid=0123456789abcdef; HttpOnly"}, "COOKIE"},
+		{map[string]any{"text": "x", "aws_secret_access_key": aws}, "KEYED"},
+		{map[string]any{"text": "creds: AKIA" + "IOSFODNN7EXAMPLE"}, "AWS_KEY"},
+		{map[string]any{"text": "-----BEGIN " + "PRIVATE KEY-----\nMIIEvQ...\n-----END PRIVATE KEY-----"}, "PEM_PRIVATE_KEY"},
+		{map[string]any{"text": "my token is " + token + " thanks"}, "JWT"},
+		{map[string]any{"text": "curl -H 'Authorization: Bearer 0123456789abcdefXYZ'"}, "AUTH_HEADER"},
+		{map[string]any{"text": "gh" + "p_" + strings.Repeat("a1B2", 9)}, "PROVIDER_TOKEN"},
+	}
+	allowed := []string{"plain text", "-----BEGIN PUBLIC KEY-----", "the bearer of bad news", "cookie policy: none"}
+	for _, tc := range refused {
+		res, m := execute(t, alice, echo, tc.args)
+		if !res.IsError || errCode(m) != "CLIENT_CREDENTIAL_REJECTED" {
+			t.Fatalf("%s: %v", tc.kind, m)
+		}
+		if d, _ := m["details"].(map[string]any); d["kind"] != tc.kind {
+			t.Fatalf("%s: details %v", tc.kind, m["details"])
+		}
+	}
+	for _, s := range allowed {
+		if res, m := execute(t, alice, echo, map[string]any{"text": s}); res.IsError {
+			t.Fatalf("%q refused: %v", s, m)
+		}
+	}
+	if got := recorded(t, record); strings.Join(got, "\n") != strings.Join(allowed, "\n") {
+		t.Fatalf("the upstream saw %q, want exactly %q", got, allowed)
+	}
+	if data, _ := os.ReadFile(record); bytes.Contains(data, []byte(token)) || bytes.Contains(data, []byte(aws)) {
+		t.Fatal("a credential reached the upstream")
+	}
+	e.waitReceipt(t, "credential denials", func(map[string]any) bool {
+		return len(e.denyReceipts(t, echo, "CLIENT_CREDENTIAL_REJECTED")) >= len(refused)
+	})
+	for _, r := range e.denyReceipts(t, echo, "CLIENT_CREDENTIAL_REJECTED") {
+		if !hasString(field(r, "decision.reason_codes"), "CLIENT_TOKEN_IN_ARGS") || field(r, "token_handling.mode") != "blocked" {
+			t.Fatalf("receipt: %v", r)
+		}
+		if b, _ := json.Marshal(r); bytes.Contains(b, []byte(token)) || bytes.Contains(b, []byte(aws)) {
+			t.Fatalf("the receipt carries the credential: %s", b)
+		}
+	}
+	if logs := e.srv.log(); strings.Contains(logs, token) || strings.Contains(logs, aws) {
+		t.Fatal("the log carries the credential")
+	}
+	e.srv.stop(t, syscall.SIGTERM)
+}
