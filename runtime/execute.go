@@ -208,6 +208,9 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	if e := v.record("schema_validation", false, ve); e != nil {
 		return deny(e)
 	}
+	if e := r.checkStrictArgs(ctx, st, it, args, v); e != nil {
+		return deny(e)
+	}
 	// Connector: the pinned registry, and the documents the call writes.
 	adm, checks := r.connector.Admit(call, dec)
 	if e := v.guards(checks); e != nil {

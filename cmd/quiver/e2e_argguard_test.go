@@ -24,10 +24,14 @@ import (
 
 // guardedUpstream is the YAML of one more recording upstream (the test
 // upstream binary) with a guard block, and its record file.
-func guardedUpstream(t *testing.T, name, guard string) (yaml, record string) {
+func guardedUpstream(t *testing.T, name, guard string, flags ...string) (yaml, record string) {
 	t.Helper()
 	record = filepath.Join(t.TempDir(), name+".jsonl")
-	return fmt.Sprintf("  - name: %s\n    command: [%q, \"-name\", %q, \"-record\", %q]\n    %s\n", name, upstreamBin, name, record, guard), record
+	extra := ""
+	for _, f := range flags {
+		extra += fmt.Sprintf(", %q", f)
+	}
+	return fmt.Sprintf("  - name: %s\n    command: [%q, \"-name\", %q, \"-record\", %q%s]\n    %s\n", name, upstreamBin, name, record, extra, guard), record
 }
 
 // recorded returns the text arguments of the echo calls that reached the
@@ -256,6 +260,46 @@ func TestSafety5_CredentialShapes(t *testing.T) {
 	}
 	if logs := e.srv.log(); strings.Contains(logs, token) || strings.Contains(logs, aws) {
 		t.Fatal("the log carries the credential")
+	}
+	e.srv.stop(t, syscall.SIGTERM)
+}
+
+// Finding 10 (spec 001 test 6): with strict_args, an argument name the
+// tool's schema does not declare is refused with ARGS_INVALID before
+// dispatch, the unknown names in the details; without it (the dev
+// default) the call goes through.
+func TestSafety6_StrictArgs(t *testing.T) {
+	strict, record := guardedUpstream(t, "strict", "strict_args: true", "-open-echo")
+	loose, looseRecord := guardedUpstream(t, "loose", "risk: LOW", "-open-echo")
+	e := startSafety(t, strict+loose)
+	alice := e.as(t, hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}}))
+	names := listNames(t, alice)
+	echo, looseEcho := listedID(t, alice, names, "strict", "echo"), listedID(t, alice, names, "loose", "echo")
+	if res, m := execute(t, alice, echo, map[string]any{"text": "declared"}); res.IsError {
+		t.Fatalf("declared args refused: %v", m)
+	}
+	res, m := execute(t, alice, echo, map[string]any{"text": "smuggled", "command": "rm -rf /", "Text": "x"})
+	if !res.IsError || errCode(m) != "ARGS_INVALID" {
+		t.Fatalf("unknown args: %v", m)
+	}
+	d, _ := m["details"].(map[string]any)
+	if u, _ := d["unknown_args"].([]any); len(u) != 2 || u[0] != "/Text" || u[1] != "/command" {
+		t.Fatalf("details %v", d)
+	}
+	if got := recorded(t, record); strings.Join(got, ",") != "declared" {
+		t.Fatalf("the strict upstream saw %q", got)
+	}
+	if res, m := execute(t, alice, looseEcho, map[string]any{"text": "passes", "extra": 1}); res.IsError {
+		t.Fatalf("strict_args off (dev): %v", m)
+	}
+	if got := recorded(t, looseRecord); strings.Join(got, ",") != "passes" {
+		t.Fatalf("the loose upstream saw %q", got)
+	}
+	r := e.waitReceipt(t, "strict_args denial", func(r map[string]any) bool {
+		return executed(r, echo) && field(r, "decision.result") == "deny"
+	})
+	if !hasString(field(r, "decision.reason_codes"), "UNKNOWN_ARGS") {
+		t.Fatalf("receipt: %v", r)
 	}
 	e.srv.stop(t, syscall.SIGTERM)
 }

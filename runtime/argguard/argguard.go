@@ -52,6 +52,9 @@ type Refusal struct {
 	Arg, Host string
 	// Reasons are the receipt's reason codes after the error code.
 	Reasons []string
+	// Unknown are the JSON pointers of the argument names a strict_args
+	// check refused (at most 20).
+	Unknown []string
 }
 
 func invalid(path, format string, args ...any) *Refusal {
