@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -302,4 +303,47 @@ func TestSafety6_StrictArgs(t *testing.T) {
 		t.Fatalf("receipt: %v", r)
 	}
 	e.srv.stop(t, syscall.SIGTERM)
+}
+
+// Finding 12a: a plain http:// upstream off loopback is refused at start
+// and by config check (one line, exit 2) unless --insecure or insecure:
+// true; config check also refuses a prod command upstream without a
+// sandbox, which serve refuses.
+func TestE2EInsecureUpstreams(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		must(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
+	state := "state_dir: " + filepath.Join(dir, "state") + "\n"
+	plain := write("plain.yaml", state+"environment: dev\nupstreams:\n  - name: remote\n    url: http://upstream.invalid/mcp\n    connect_timeout: 1s\n")
+	sse := write("sse.yaml", state+"environment: dev\nupstreams:\n  - name: old\n    sse: http://10.0.0.9:9001/sse\n")
+	allowed := write("allowed.yaml", state+"environment: dev\ninsecure: true\nupstreams:\n  - name: remote\n    url: http://upstream.invalid/mcp\n    connect_timeout: 1s\n")
+	loop := write("loop.yaml", state+"environment: dev\nupstreams:\n  - name: local\n    url: http://127.0.0.1:9/mcp\n  - name: tls\n    url: https://upstream.invalid/mcp\n")
+	bare := write("bare.yaml", state+"environment: prod\nupstreams:\n  - name: files\n    command: [/bin/true]\n")
+	refused := func(want string, args ...string) {
+		t.Helper()
+		out, err := exec.Command(quiverBin, args...).CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 2 || strings.Count(string(out), "\n") != 1 || !strings.Contains(string(out), want) {
+			t.Errorf("%v: exit %v, output %q", args, err, out)
+		}
+	}
+	refused("upstreams[0].url: plain http:// upstream off loopback (remote)", "serve", "--config", plain)
+	refused("upstreams[0].url: plain http:// upstream off loopback (remote)", "config", "check", "--config", plain)
+	refused("upstreams[0].sse: plain http:// upstream off loopback (old)", "config", "check", "--config", sse)
+	refused("upstreams[0]: command upstream without a sandbox in environment prod (files)", "config", "check", "--config", bare)
+	for _, p := range []string{allowed, loop} {
+		if out, err := exec.Command(quiverBin, "config", "check", "--config", p).CombinedOutput(); err != nil {
+			t.Errorf("config check %s: %v\n%s", p, err, out)
+		}
+	}
+	// --insecure gets serve past the check: it starts, and ends when its
+	// stdio client (no stdin) leaves.
+	cmd := exec.Command(quiverBin, "serve", "--insecure", "--config", plain)
+	out, err := cmd.CombinedOutput()
+	if strings.Contains(string(out), "plain http://") {
+		t.Fatalf("serve --insecure: %v\n%s", err, out)
+	}
 }

@@ -171,8 +171,9 @@ type Config struct {
 	// declare (argguard.Strict); the file's default is true in environment
 	// prod and false in dev. Upstream.StrictArgs overrides it.
 	StrictArgs bool `json:"strict_args" yaml:"strict_args"`
-	// Insecure accepts url and sse upstreams over plain http:// off
-	// loopback (serve --insecure sets it too).
+	// Insecure accepts plain HTTP off loopback (serve --insecure sets it
+	// too): url and sse upstreams over http:// (CheckTransport), and an
+	// HTTP listener without TLS.
 	Insecure bool `json:"insecure" yaml:"insecure"`
 	// Principals holds capability constraints by principal name: the stdio
 	// principal (the process owner's user name), or "*" for every principal

@@ -896,3 +896,33 @@ func TestStrictArgsDefault(t *testing.T) {
 		t.Error("FromCatalog (dev) has strict_args on")
 	}
 }
+
+func TestCheckTransport(t *testing.T) {
+	fixedEnv(t)
+	for _, tc := range []struct {
+		ups string
+		bad bool
+	}{
+		{"{name: a, url: 'http://api.example/mcp'}", true},
+		{"{name: a, url: 'HTTP://10.1.2.3:80/mcp'}", true},
+		{"{name: a, sse: 'http://[2001:db8::1]/sse'}", true},
+		{"{name: a, url: 'http://api.example/mcp', enabled: false}", false},
+		{"{name: a, url: 'https://api.example/mcp'}", false},
+		{"{name: a, url: 'http://127.0.0.1:9/mcp'}", false},
+		{"{name: a, url: 'http://localhost:9/mcp'}", false},
+		{"{name: a, url: 'http://[::1]:9/mcp'}", false},
+	} {
+		c, err := Parse("q.yaml", []byte("upstreams: ["+tc.ups+"]"), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.CheckTransport()
+		if (err != nil) != tc.bad || (err != nil && !errors.Is(err, ErrInsecureUpstream)) {
+			t.Errorf("%s: %v", tc.ups, err)
+		}
+		c.Insecure = true
+		if err := c.CheckTransport(); err != nil {
+			t.Errorf("%s with insecure: %v", tc.ups, err)
+		}
+	}
+}
