@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 
+	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/runtime/argguard"
 	"github.com/quiver-mcp/quiver/runtime/config"
 )
@@ -19,6 +20,10 @@ func refusalError(g *argguard.Refusal) *Error {
 	}
 	if len(g.Reasons) > 0 {
 		e.withDetail("reason_codes", g.Reasons)
+	}
+	if len(g.Unknown) > 0 {
+		e.withDetail("unknown_args", g.Unknown)
+		e.quiet = true // the names are the caller's own
 	}
 	return e
 }
@@ -58,4 +63,21 @@ func (r *Runtime) checkArgGuards(ctx context.Context, st *state, server string, 
 		}
 	}
 	return nil
+}
+
+// checkStrictArgs refuses argument names the tool's input schema does not
+// declare, when strict_args holds for its upstream (recorded as the dry-run
+// check "strict_args" then).
+func (r *Runtime) checkStrictArgs(ctx context.Context, st *state, it *catalog.Item, args map[string]any, v *verdicts) *Error {
+	if e := st.owner[it.Server]; e == nil || !e.strict {
+		return nil
+	}
+	var e *Error
+	if g := argguard.Strict(it.InputSchema(), args); g != nil {
+		e = refusalError(g)
+		if c := callerOf(ctx); c != nil && !v.dry {
+			c.reasons = append(c.reasons, g.Reasons...)
+		}
+	}
+	return v.record("strict_args", false, e)
 }

@@ -188,8 +188,8 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	if e := v.record("authorization", false, r.authorize(ctx, st, it, a.Args, a.DryRun)); e != nil {
 		return deny(e)
 	}
-	if clientToken(args, 0) {
-		if e := v.record("credential_boundary", false, blockClientToken(ctx)); e != nil {
+	if f := clientCredential(ctx, args); f != nil {
+		if e := v.record("credential_boundary", false, blockClientToken(ctx, f, v.dry)); e != nil {
 			return deny(e)
 		}
 	}
@@ -206,6 +206,9 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 		ve.quiet = true
 	}
 	if e := v.record("schema_validation", false, ve); e != nil {
+		return deny(e)
+	}
+	if e := r.checkStrictArgs(ctx, st, it, args, v); e != nil {
 		return deny(e)
 	}
 	// Connector: the pinned registry, and the documents the call writes.

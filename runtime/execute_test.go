@@ -428,7 +428,7 @@ func TestDryRunReport(t *testing.T) {
 		names = append(names, c["name"].(string))
 		status[c["name"].(string)] = c["status"].(string) + " " + mustStr(c["detail"])
 	}
-	if strings.Join(names, ",") != "hydrate,authorization,registry_classification,tool_class_declaration,read_only_capability,idempotency_key,schema_validation,registry_parity,document_guards,rate_limit,idempotency_record" {
+	if strings.Join(names, ",") != "hydrate,authorization,registry_classification,tool_class_declaration,read_only_capability,idempotency_key,schema_validation,strict_args,registry_parity,document_guards,rate_limit,idempotency_record" {
 		t.Fatalf("checks %v", names)
 	}
 	for name, want := range map[string]string{

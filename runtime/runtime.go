@@ -274,6 +274,9 @@ func validate(c *config.Config) error {
 	if c.Timing.CallTimeout <= 0 || c.Timing.ReadyTimeout <= 0 {
 		return fmt.Errorf("runtime: call and ready timeouts must be positive (config.DefaultTiming)")
 	}
+	if err := c.CheckTransport(); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for _, u := range c.Upstreams {
 		if u.Name == "" {

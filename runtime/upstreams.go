@@ -37,13 +37,21 @@ type upstreamEntry struct {
 	egress    *config.Egress
 	// sandbox is the isolation its calls' receipts record.
 	sandbox receipts.Sandbox
+	// strict refuses argument names its tools' schemas do not declare
+	// (strict_args).
+	strict bool
+	// network is true when its tools reach the network on a caller's
+	// behalf: an egress allowlist or a sandbox with a net allowlist
+	// (incident mode's egress block refuses them).
+	network bool
 }
 
 // newEntry returns the entry of upstream u served by c; exchanged tells
 // whether its credential is exchanged per caller.
-func newEntry(u *config.Upstream, c conn, exchanged bool) *upstreamEntry {
+func (r *Runtime) newEntry(u *config.Upstream, c conn, exchanged bool) *upstreamEntry {
 	e := &upstreamEntry{conn: c, trust: string(u.TrustLevel), risk: string(u.Risk), prefix: u.ToolPrefix,
-		tokenMode: receipts.TokenNone, workspace: u.Workspace, egress: u.Egress, sandbox: sandboxReceipt(u)}
+		tokenMode: receipts.TokenNone, workspace: u.Workspace, egress: u.Egress, sandbox: sandboxReceipt(u), strict: u.Strict(r.cfg),
+		network: u.Egress != nil || (u.Sandbox != nil && len(u.Sandbox.Net.Allow) > 0)}
 	switch {
 	case exchanged:
 		e.tokenMode = receipts.TokenExchanged
@@ -58,7 +66,7 @@ func newEntry(u *config.Upstream, c conn, exchanged bool) *upstreamEntry {
 // credentials resolved.
 func (r *Runtime) addUpstream(u *config.Upstream) error {
 	if src, ok := r.deps.Catalogs[u.Name]; ok {
-		r.addEntry(newEntry(u, newStaticConn(u.Name, src), false))
+		r.addEntry(r.newEntry(u, newStaticConn(u.Name, src), false))
 		return nil
 	}
 	if u.Catalog != "" {
@@ -66,7 +74,7 @@ func (r *Runtime) addUpstream(u *config.Upstream) error {
 		if err != nil {
 			return fmt.Errorf("upstream %q: %w", u.Name, err)
 		}
-		r.addEntry(newEntry(u, newStaticConn(u.Name, src), false))
+		r.addEntry(r.newEntry(u, newStaticConn(u.Name, src), false))
 		return nil
 	}
 	spec, ex, err := r.specOf(u)
@@ -105,7 +113,7 @@ func (r *Runtime) addUpstream(u *config.Upstream) error {
 	if ex != nil {
 		cn = &exchangeConn{liveConn: lc, ex: ex}
 	}
-	r.addEntry(newEntry(u, cn, ex != nil))
+	r.addEntry(r.newEntry(u, cn, ex != nil))
 	return nil
 }
 

@@ -80,6 +80,12 @@ none exists, the built-in defaults are printed.`,
 					return err
 				}
 			}
+			// What serve would refuse at start fails the check too.
+			for _, check := range []func() error{cfg.CheckTransport, cfg.CheckSandboxes} {
+				if err := check(); err != nil {
+					return usageError(err)
+				}
+			}
 			// The registry manifests are part of the configuration: a
 			// broken one fails the check, a valid set is named by the
 			// version quiver pins at start.

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -24,10 +25,14 @@ import (
 
 // guardedUpstream is the YAML of one more recording upstream (the test
 // upstream binary) with a guard block, and its record file.
-func guardedUpstream(t *testing.T, name, guard string) (yaml, record string) {
+func guardedUpstream(t *testing.T, name, guard string, flags ...string) (yaml, record string) {
 	t.Helper()
 	record = filepath.Join(t.TempDir(), name+".jsonl")
-	return fmt.Sprintf("  - name: %s\n    command: [%q, \"-name\", %q, \"-record\", %q]\n    %s\n", name, upstreamBin, name, record, guard), record
+	extra := ""
+	for _, f := range flags {
+		extra += fmt.Sprintf(", %q", f)
+	}
+	return fmt.Sprintf("  - name: %s\n    command: [%q, \"-name\", %q, \"-record\", %q%s]\n    %s\n", name, upstreamBin, name, record, extra, guard), record
 }
 
 // recorded returns the text arguments of the echo calls that reached the
@@ -132,12 +137,21 @@ func TestSafety8_EgressBoundary(t *testing.T) {
 	if echo == "" {
 		t.Fatal("web:echo is not listed")
 	}
-	allowed := []string{"https://api.example.com/v1/items", "HTTPS://Docs.Example.ORG/guide", "http://127.0.0.1:8080/health", "just some text"}
+	allowed := []string{"https://api.example.com/v1/items", "HTTPS://Docs.Example.ORG/guide", "http://127.0.0.1:8080/health", "just some text",
+		"edit src/main.go, see README.md", "ssh://git@api.example.com/repo", "file:///tmp/local"}
 	refused := map[string]string{
 		"https://evil.example.net/exfil?secret=s3cr3t": "evil.example.net",
 		"http://api.example.com@attacker.test/steal":   "attacker.test",
 		"wss://example.org/socket":                     "example.org",
 		"http://10.0.0.7/admin":                        "10.0.0.7",
+		// finding 4: every scheme, scheme-less hosts, URLs inside text
+		"gopher://gopher.attacker.test/1":         "gopher.attacker.test",
+		"ssh://git@ssh.attacker.test:2222/r":      "ssh.attacker.test",
+		"file://smb.attacker.test/share/x":        "smb.attacker.test",
+		"//cdn.attacker.test/x.js":                "cdn.attacker.test",
+		"bare.attacker.test/exfil":                "bare.attacker.test",
+		"port.attacker.test:4444":                 "port.attacker.test",
+		"please fetch https://text.attacker.test": "text.attacker.test",
 	}
 	for _, u := range allowed {
 		if res, m := execute(t, alice, echo, map[string]any{"text": u}); res.IsError {
@@ -184,4 +198,152 @@ func TestSafety8_EgressBoundary(t *testing.T) {
 		t.Fatalf("receipts name the digests of the blocked hosts %v, want all of %v", seen, refused)
 	}
 	e.srv.stop(t, syscall.SIGTERM)
+}
+
+// Finding 5: credentials in every common shape are refused before
+// dispatch (CLIENT_CREDENTIAL_REJECTED, the kind in the receipt), the
+// caller's own bearer token inside free text included; near misses pass.
+// The recording upstream sees only the allowed calls.
+func TestSafety5_CredentialShapes(t *testing.T) {
+	up, record := guardedUpstream(t, "notes", "risk: LOW")
+	e := startSafety(t, up)
+	token := hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}})
+	alice := e.as(t, token)
+	echo := listedID(t, alice, listNames(t, alice), "notes", "echo")
+	if echo == "" {
+		t.Fatal("notes:echo is not listed")
+	}
+	aws := "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+	refused := []struct {
+		args map[string]any
+		kind string
+	}{
+		{map[string]any{"text": "x", "cookie": "session=0123456789abcdef"}, "COOKIE"},
+		{map[string]any{"text": "x", "set-cookie": "sid=0123456789abcdef; HttpOnly"}, "COOKIE"},
+		{map[string]any{"text": "x", "aws_secret_access_key": aws}, "KEYED"},
+		{map[string]any{"text": "creds: AKIA" + "IOSFODNN7EXAMPLE"}, "AWS_KEY"},
+		{map[string]any{"text": "-----BEGIN " + "PRIVATE KEY-----\nMIIEvQ...\n-----END PRIVATE KEY-----"}, "PEM_PRIVATE_KEY"},
+		{map[string]any{"text": "my token is " + token + " thanks"}, "JWT"},
+		{map[string]any{"text": "curl -H 'Authorization: Bearer 0123456789abcdefXYZ'"}, "AUTH_HEADER"},
+		{map[string]any{"text": "gh" + "p_" + strings.Repeat("a1B2", 9)}, "PROVIDER_TOKEN"},
+	}
+	allowed := []string{"plain text", "-----BEGIN PUBLIC KEY-----", "the bearer of bad news", "cookie policy: none"}
+	for _, tc := range refused {
+		res, m := execute(t, alice, echo, tc.args)
+		if !res.IsError || errCode(m) != "CLIENT_CREDENTIAL_REJECTED" {
+			t.Fatalf("%s: %v", tc.kind, m)
+		}
+		if d, _ := m["details"].(map[string]any); d["kind"] != tc.kind {
+			t.Fatalf("%s: details %v", tc.kind, m["details"])
+		}
+	}
+	for _, s := range allowed {
+		if res, m := execute(t, alice, echo, map[string]any{"text": s}); res.IsError {
+			t.Fatalf("%q refused: %v", s, m)
+		}
+	}
+	if got := recorded(t, record); strings.Join(got, "\n") != strings.Join(allowed, "\n") {
+		t.Fatalf("the upstream saw %q, want exactly %q", got, allowed)
+	}
+	if data, _ := os.ReadFile(record); bytes.Contains(data, []byte(token)) || bytes.Contains(data, []byte(aws)) {
+		t.Fatal("a credential reached the upstream")
+	}
+	e.waitReceipt(t, "credential denials", func(map[string]any) bool {
+		return len(e.denyReceipts(t, echo, "CLIENT_CREDENTIAL_REJECTED")) >= len(refused)
+	})
+	for _, r := range e.denyReceipts(t, echo, "CLIENT_CREDENTIAL_REJECTED") {
+		if !hasString(field(r, "decision.reason_codes"), "CLIENT_TOKEN_IN_ARGS") || field(r, "token_handling.mode") != "blocked" {
+			t.Fatalf("receipt: %v", r)
+		}
+		if b, _ := json.Marshal(r); bytes.Contains(b, []byte(token)) || bytes.Contains(b, []byte(aws)) {
+			t.Fatalf("the receipt carries the credential: %s", b)
+		}
+	}
+	if logs := e.srv.log(); strings.Contains(logs, token) || strings.Contains(logs, aws) {
+		t.Fatal("the log carries the credential")
+	}
+	e.srv.stop(t, syscall.SIGTERM)
+}
+
+// Finding 10 (spec 001 test 6): with strict_args, an argument name the
+// tool's schema does not declare is refused with ARGS_INVALID before
+// dispatch, the unknown names in the details; without it (the dev
+// default) the call goes through.
+func TestSafety6_StrictArgs(t *testing.T) {
+	strict, record := guardedUpstream(t, "strict", "strict_args: true", "-open-echo")
+	loose, looseRecord := guardedUpstream(t, "loose", "risk: LOW", "-open-echo")
+	e := startSafety(t, strict+loose)
+	alice := e.as(t, hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}}))
+	names := listNames(t, alice)
+	echo, looseEcho := listedID(t, alice, names, "strict", "echo"), listedID(t, alice, names, "loose", "echo")
+	if res, m := execute(t, alice, echo, map[string]any{"text": "declared"}); res.IsError {
+		t.Fatalf("declared args refused: %v", m)
+	}
+	res, m := execute(t, alice, echo, map[string]any{"text": "smuggled", "command": "rm -rf /", "Text": "x"})
+	if !res.IsError || errCode(m) != "ARGS_INVALID" {
+		t.Fatalf("unknown args: %v", m)
+	}
+	d, _ := m["details"].(map[string]any)
+	if u, _ := d["unknown_args"].([]any); len(u) != 2 || u[0] != "/Text" || u[1] != "/command" {
+		t.Fatalf("details %v", d)
+	}
+	if got := recorded(t, record); strings.Join(got, ",") != "declared" {
+		t.Fatalf("the strict upstream saw %q", got)
+	}
+	if res, m := execute(t, alice, looseEcho, map[string]any{"text": "passes", "extra": 1}); res.IsError {
+		t.Fatalf("strict_args off (dev): %v", m)
+	}
+	if got := recorded(t, looseRecord); strings.Join(got, ",") != "passes" {
+		t.Fatalf("the loose upstream saw %q", got)
+	}
+	r := e.waitReceipt(t, "strict_args denial", func(r map[string]any) bool {
+		return executed(r, echo) && field(r, "decision.result") == "deny"
+	})
+	if !hasString(field(r, "decision.reason_codes"), "UNKNOWN_ARGS") {
+		t.Fatalf("receipt: %v", r)
+	}
+	e.srv.stop(t, syscall.SIGTERM)
+}
+
+// Finding 12a: a plain http:// upstream off loopback is refused at start
+// and by config check (one line, exit 2) unless --insecure or insecure:
+// true; config check also refuses a prod command upstream without a
+// sandbox, which serve refuses.
+func TestE2EInsecureUpstreams(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		must(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
+	state := "state_dir: " + filepath.Join(dir, "state") + "\n"
+	plain := write("plain.yaml", state+"environment: dev\nupstreams:\n  - name: remote\n    url: http://upstream.invalid/mcp\n    connect_timeout: 1s\n")
+	sse := write("sse.yaml", state+"environment: dev\nupstreams:\n  - name: old\n    sse: http://10.0.0.9:9001/sse\n")
+	allowed := write("allowed.yaml", state+"environment: dev\ninsecure: true\nupstreams:\n  - name: remote\n    url: http://upstream.invalid/mcp\n    connect_timeout: 1s\n")
+	loop := write("loop.yaml", state+"environment: dev\nupstreams:\n  - name: local\n    url: http://127.0.0.1:9/mcp\n  - name: tls\n    url: https://upstream.invalid/mcp\n")
+	bare := write("bare.yaml", state+"environment: prod\nupstreams:\n  - name: files\n    command: [/bin/true]\n")
+	refused := func(want string, args ...string) {
+		t.Helper()
+		out, err := exec.Command(quiverBin, args...).CombinedOutput()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 2 || strings.Count(string(out), "\n") != 1 || !strings.Contains(string(out), want) {
+			t.Errorf("%v: exit %v, output %q", args, err, out)
+		}
+	}
+	refused("upstreams[0].url: plain http:// upstream off loopback (remote)", "serve", "--config", plain)
+	refused("upstreams[0].url: plain http:// upstream off loopback (remote)", "config", "check", "--config", plain)
+	refused("upstreams[0].sse: plain http:// upstream off loopback (old)", "config", "check", "--config", sse)
+	refused("upstreams[0]: command upstream without a sandbox in environment prod (files)", "config", "check", "--config", bare)
+	for _, p := range []string{allowed, loop} {
+		if out, err := exec.Command(quiverBin, "config", "check", "--config", p).CombinedOutput(); err != nil {
+			t.Errorf("config check %s: %v\n%s", p, err, out)
+		}
+	}
+	// --insecure gets serve past the check: it starts, and ends when its
+	// stdio client (no stdin) leaves.
+	cmd := exec.Command(quiverBin, "serve", "--insecure", "--config", plain)
+	out, err := cmd.CombinedOutput()
+	if strings.Contains(string(out), "plain http://") {
+		t.Fatalf("serve --insecure: %v\n%s", err, out)
+	}
 }

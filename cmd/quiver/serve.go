@@ -54,7 +54,10 @@ func newServeCmd() *cobra.Command {
 				cfg.Listen.Transport = config.TransportHTTP
 				cfg.Listen.Addr = httpAddr
 			}
-			if cfg.Listen.Transport == config.TransportHTTP && cfg.Listen.TLS == nil && !insecure && !loopback(cfg.Listen.Addr) {
+			// --insecure and the file's insecure: true accept plain HTTP
+			// off loopback, as the listener and toward upstreams.
+			cfg.Insecure = cfg.Insecure || insecure
+			if cfg.Listen.Transport == config.TransportHTTP && cfg.Listen.TLS == nil && !cfg.Insecure && !loopback(cfg.Listen.Addr) {
 				return usageError(fmt.Errorf("refusing to serve HTTP on non-loopback address %s without TLS: configure listen.tls or pass --insecure", cfg.Listen.Addr))
 			}
 			return serve(cmd.Context(), cfg, cmd.ErrOrStderr())
@@ -66,7 +69,7 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&gateway, "gateway", false, "gateway mode: meta-tools only, tools found with tool_browse")
 	f.BoolVar(&proxy, "proxy", false, "transparent proxy mode: every tool listed as a stripped entry")
 	f.BoolVar(&direct, "direct", false, "direct mode: every upstream tool, prompt and resource listed with its real definition (names prefixed by tool_prefix)")
-	f.BoolVar(&insecure, "insecure", false, "allow plain HTTP on a non-loopback address (no TLS)")
+	f.BoolVar(&insecure, "insecure", false, "allow plain HTTP off loopback: listening without TLS, and http:// url or sse upstreams")
 	f.StringVar(&httpAddr, "http", "", "serve streamable HTTP on ADDR (path /mcp, plus /healthz and /metrics) instead of stdio")
 	return cmd
 }

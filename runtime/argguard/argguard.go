@@ -52,6 +52,9 @@ type Refusal struct {
 	Arg, Host string
 	// Reasons are the receipt's reason codes after the error code.
 	Reasons []string
+	// Unknown are the JSON pointers of the argument names a strict_args
+	// check refused (at most 20).
+	Unknown []string
 }
 
 func invalid(path, format string, args ...any) *Refusal {
@@ -202,8 +205,21 @@ func within(root, p string) bool {
 	return strings.HasPrefix(p, root)
 }
 
-// Egress checks args against g; nil when every URL argument names an
-// allowlisted host.
+// Egress checks args against g; nil when every network destination the
+// arguments name is allowlisted. What is checked (egress.Find):
+//
+//   - every string value, and every object key, for URLs of any scheme
+//     anywhere in its text (http, ssh, gopher, file://host, ...), special
+//     schemes without exactly two slashes, and protocol-relative //host;
+//   - every string value, when g.URLArgs is empty, also for scheme-less
+//     host:port and host/path words (so "main.go:42" is read as a host;
+//     narrow the check with url_args where that is a false positive);
+//   - with g.URLArgs, the values under those keys as destinations whole
+//     (scheme-less read as http://value, another scheme refused), and
+//     the other values for URLs only.
+//
+// A bare name without port or path ("evil.com") in free text is not a
+// destination; under a url_args key it is.
 func Egress(g *config.Egress, args map[string]any) *Refusal {
 	var rules []egress.Rule
 	for _, a := range g.Allow {
@@ -212,22 +228,34 @@ func Egress(g *config.Egress, args map[string]any) *Refusal {
 		}
 	}
 	keys := keySet(g.URLArgs)
-	check := func(key, s string, strict bool) *Refusal {
-		host, port, isURL, ok := egress.Target(s, strict)
-		if !isURL {
-			return nil
+	allowed := func(d egress.Dest) bool {
+		if !d.OK {
+			return false
 		}
-		if ok {
-			for _, r := range rules {
-				if r.Allows(host, port) {
-					return nil
-				}
+		for _, r := range rules {
+			if r.Allows(d.Host, d.Port) {
+				return true
 			}
 		}
-		h := receiptHost(host)
-		return &Refusal{Code: codes.EgressBlocked, Path: "args", Arg: key, Host: h,
-			Reasons: []string{ReasonEgressHostNotAllowed, egress.HostReason(h)},
-			Message: fmt.Sprintf("argument %q names a network destination outside this upstream's egress allowlist", key)}
+		return false
+	}
+	check := func(key, s string, strict, bare bool) *Refusal {
+		dests := egress.Find(s, bare)
+		if strict {
+			if host, port, isURL, ok := egress.Target(s, true); isURL {
+				dests = append([]egress.Dest{{Host: host, Port: port, OK: ok}}, dests...)
+			}
+		}
+		for _, d := range dests {
+			if allowed(d) {
+				continue
+			}
+			h := receiptHost(d.Host)
+			return &Refusal{Code: codes.EgressBlocked, Path: "args", Arg: key, Host: h,
+				Reasons: []string{ReasonEgressHostNotAllowed, egress.HostReason(h)},
+				Message: fmt.Sprintf("argument %q names a network destination outside this upstream's egress allowlist", key)}
+		}
+		return nil
 	}
 	var walk func(key string, v any, under bool, depth int) *Refusal
 	walk = func(key string, v any, under bool, depth int) *Refusal {
@@ -236,9 +264,7 @@ func Egress(g *config.Egress, args map[string]any) *Refusal {
 		}
 		switch x := v.(type) {
 		case string:
-			if len(keys) == 0 || under {
-				return check(key, x, under)
-			}
+			return check(key, x, under, under || len(keys) == 0)
 		case []any:
 			for _, c := range x {
 				if e := walk(key, c, under, depth+1); e != nil {
@@ -247,6 +273,9 @@ func Egress(g *config.Egress, args map[string]any) *Refusal {
 			}
 		case map[string]any:
 			for k, c := range x {
+				if e := check(k, k, false, false); e != nil {
+					return e
+				}
 				if e := walk(k, c, keys[strings.ToLower(k)], depth+1); e != nil {
 					return e
 				}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/quiver-mcp/quiver/runtime/egress"
+	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 	"github.com/quiver-mcp/quiver/runtime/units"
 	"github.com/quiver-mcp/quiver/toolid"
@@ -77,6 +78,10 @@ func build(t *tree, baseDir string) (*Config, error) {
 	c.toolGlobs("/expose/direct", cfg.Expose.Direct)
 	c.size("/schema/max_bytes", cfg.Schema.MaxBytes)
 	c.safety(cfg)
+	if !c.has("/strict_args") {
+		cfg.StrictArgs = cfg.Environment == guard.EnvProd
+	}
+	c.duration("/incident/quarantine/window", cfg.Incident.Quarantine.Window, true)
 	if len(c.errs) > 0 {
 		return nil, earliest(c.errs)
 	}

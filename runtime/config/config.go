@@ -175,6 +175,14 @@ type Config struct {
 	Schema SchemaLimits `json:"schema" yaml:"schema"`
 	// TolerantArgs turns on the argument repairs of spec 003 §4.4.
 	TolerantArgs bool `json:"tolerant_args" yaml:"tolerant_args"`
+	// StrictArgs refuses argument names a tool's input schema does not
+	// declare (argguard.Strict); the file's default is true in environment
+	// prod and false in dev. Upstream.StrictArgs overrides it.
+	StrictArgs bool `json:"strict_args" yaml:"strict_args"`
+	// Insecure accepts plain HTTP off loopback (serve --insecure sets it
+	// too): url and sse upstreams over http:// (CheckTransport), and an
+	// HTTP listener without TLS.
+	Insecure bool `json:"insecure" yaml:"insecure"`
 	// Principals holds capability constraints by principal name: the stdio
 	// principal (the process owner's user name), or "*" for every principal
 	// not named (HTTP sessions until they authenticate).
@@ -250,7 +258,22 @@ type Incident struct {
 	// Persist keeps the state in the state backend, shared by every
 	// process and replica; false keeps it in this process's memory only.
 	Persist bool `json:"persist" yaml:"persist"`
+	// Quarantine sets the auto-quarantine thresholds.
+	Quarantine Quarantine `json:"quarantine" yaml:"quarantine"`
 }
+
+// Quarantine quarantines a principal refused Denials times within
+// Window; Denials 0 is off.
+type Quarantine struct {
+	Denials int            `json:"denials" yaml:"denials"`
+	Window  units.Duration `json:"window" yaml:"window"`
+}
+
+// Defaults of auto-quarantine.
+const (
+	DefaultQuarantineDenials = 50
+	DefaultQuarantineWindow  = units.Duration(time.Minute)
+)
 
 // StateBackend names a state backend.
 type StateBackend string
@@ -424,6 +447,9 @@ type Upstream struct {
 	Protocol string `json:"protocol" yaml:"protocol"`
 	// Enabled false keeps the entry without starting or listing it.
 	Enabled bool `json:"enabled" yaml:"enabled"`
+	// StrictArgs, when set, overrides Config.StrictArgs for this
+	// upstream's tools.
+	StrictArgs *bool `json:"strict_args,omitempty" yaml:"strict_args,omitempty"`
 	// Workspace, when set, confines the path arguments of this upstream's
 	// tools (spec 001 MUST 7).
 	Workspace *Workspace `json:"workspace,omitempty" yaml:"workspace,omitempty"`
@@ -622,6 +648,14 @@ func (l Log) SlogLevel() slog.Level {
 // (toolid.Namespace).
 func (u *Upstream) Namespace() string { return toolid.Namespace(u.Name) }
 
+// Strict reports whether strict_args holds for this upstream under cfg.
+func (u *Upstream) Strict(cfg *Config) bool {
+	if u.StrictArgs != nil {
+		return *u.StrictArgs
+	}
+	return cfg.StrictArgs
+}
+
 // Transport names the upstream's transport: "command", "url", "sse" or
 // "catalog" ("" when none is set).
 func (u *Upstream) Transport() string {
@@ -673,13 +707,14 @@ func Default() *Config {
 			MaxDepth:      DefaultSchemaMaxDepth,
 			MaxProperties: DefaultSchemaMaxProperty,
 		},
-		Auth:      identity.Config{Realm: identity.DefaultRealm, MaxTokenBytes: identity.DefaultMaxTokenBytes},
-		Policy:    Policy{WatchInterval: DefaultPolicyWatchInterval},
-		Approvals: Approvals{TTL: DefaultApprovalTTL, MaxPending: DefaultApprovalMaxPending},
-		Incident:  Incident{Persist: true},
-		State:     State{Backend: StateEmbedded, Redis: Redis{KeyPrefix: DefaultRedisKeyPrefix}},
-		Log:       Log{Level: "info", Format: "text"},
-		Timing:    DefaultTiming(),
+		Auth:       identity.Config{Realm: identity.DefaultRealm, MaxTokenBytes: identity.DefaultMaxTokenBytes},
+		Policy:     Policy{WatchInterval: DefaultPolicyWatchInterval},
+		Approvals:  Approvals{TTL: DefaultApprovalTTL, MaxPending: DefaultApprovalMaxPending},
+		Incident:   Incident{Persist: true, Quarantine: Quarantine{Denials: DefaultQuarantineDenials, Window: DefaultQuarantineWindow}},
+		StrictArgs: true, // environment prod
+		State:      State{Backend: StateEmbedded, Redis: Redis{KeyPrefix: DefaultRedisKeyPrefix}},
+		Log:        Log{Level: "info", Format: "text"},
+		Timing:     DefaultTiming(),
 	}
 }
 
@@ -769,6 +804,7 @@ func FromCatalog(path string) *Config {
 	// A static catalog dispatches nothing real and comes with no registry:
 	// its tools are unclassified, which prod would deny.
 	c.Environment = guard.EnvDev
+	c.StrictArgs = false
 	c.Upstreams = []Upstream{u}
 	return c
 }

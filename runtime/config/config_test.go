@@ -89,7 +89,7 @@ func TestFullExample(t *testing.T) {
 				Credentials: Credentials{BearerFile: "/etc/quiver/secrets/search.token"},
 				TrustLevel:  TrustCommunity, Risk: RiskLow,
 				ConnectTimeout: DefaultConnectTimeout, CallTimeout: DefaultCallTimeout,
-				ToolPrefix: "legacy-search__", Sessions: SessionsShared, Enabled: true,
+				ToolPrefix: "legacy-search__", Sessions: SessionsShared, Enabled: true, StrictArgs: new(false),
 			},
 			{
 				Name: "billing", URL: "https://billing.example/mcp",
@@ -148,6 +148,8 @@ func TestFullExample(t *testing.T) {
 		Expose:       Expose{Direct: []string{"files:read_file*", "echo"}},
 		Schema:       SchemaLimits{Strict: true, MaxBytes: 100_000, MaxDepth: 16, MaxProperties: 512},
 		TolerantArgs: true,
+		StrictArgs:   true,
+		Insecure:     true,
 		Principals:   map[string]Principal{"alice": {ReadOnly: true}, "*": {}},
 		Auth: identity.Config{Realm: "corp", MaxTokenBytes: identity.DefaultMaxTokenBytes,
 			Issuers: []identity.IssuerConfig{
@@ -161,7 +163,7 @@ func TestFullExample(t *testing.T) {
 		Policy:    Policy{File: "/etc/quiver/policy.yaml", WatchInterval: units.Duration(5 * time.Second)},
 		Approvals: Approvals{TTL: units.Duration(10 * time.Minute), MaxPending: 20},
 		Receipts:  Receipts{Stdout: true},
-		Incident:  Incident{Persist: false},
+		Incident:  Incident{Persist: false, Quarantine: Quarantine{Denials: 10, Window: units.Duration(30 * time.Second)}},
 		Admin:     Admin{TokenEnv: "QUIVER_ADMIN_TOKEN", Claim: &AdminClaim{Name: "quiver_admin", Value: "true"}},
 		Log:       Log{Level: "debug", Format: "json"},
 		Timing:    DefaultTiming(),
@@ -212,7 +214,7 @@ func TestJSONInput(t *testing.T) {
 		t.Fatalf("$schema key: %v", err)
 	}
 	_, err = Parse("q.json", []byte("{\n\t\"mode\": \"direct\",\n\t\"bogus\": 1\n}"), "/")
-	assertErr(t, err, "q.json:3:2: bogus: unknown key; allowed: admin, approvals, artifacts, auth, browse, cache, environment, expose, firewall, incident, listen, log, mode, policy, principals, rate_limits, receipts, registry, retry, schema, state, state_dir, tolerant_args, upstreams")
+	assertErr(t, err, "q.json:3:2: bogus: unknown key; allowed: admin, approvals, artifacts, auth, browse, cache, environment, expose, firewall, incident, insecure, listen, log, mode, policy, principals, rate_limits, receipts, registry, retry, schema, state, state_dir, strict_args, tolerant_args, upstreams")
 }
 
 func TestDefaults(t *testing.T) {
@@ -466,7 +468,7 @@ func TestInvalid(t *testing.T) {
 		{"unknown nested", "browse:\n  top_k: 3\n  topk: 4", "quiver.yaml:3:3: browse.topk: unknown key (did you mean top_k?)"},
 		{"unknown far", "firewall: {mode: strict}", "quiver.yaml:1:12: firewall.mode: unknown key; allowed: enabled, max_inline_tokens, off_for"},
 		{"unknown upstream key", "upstreams:\n  - name: a\n    command: [x]\n    args: [y]",
-			"quiver.yaml:4:5: upstreams[0].args: unknown key; allowed: call_timeout, catalog, command, connect_timeout, credentials, dir, egress, enabled, env, name, protocol, risk, sandbox, sessions, sse, tool_prefix, trust_level, url, workspace"},
+			"quiver.yaml:4:5: upstreams[0].args: unknown key; allowed: call_timeout, catalog, command, connect_timeout, credentials, dir, egress, enabled, env, name, protocol, risk, sandbox, sessions, sse, strict_args, tool_prefix, trust_level, url, workspace"},
 		{"duplicate key", "mode: proxy\nmode: gateway", "quiver.yaml:2:1: mode: duplicate key (first at line 1)"},
 		// Upstreams.
 		{"missing name", "upstreams:\n  - command: [x]", `quiver.yaml:2:5: upstreams[0]: missing required key "name"`},
@@ -871,5 +873,62 @@ func TestFirewallOffFor(t *testing.T) {
 			}
 			assertErr(t, err, tc.want)
 		})
+	}
+}
+
+// strict_args defaults to the environment: on in prod, off in dev; the
+// file and an upstream's own setting override it.
+func TestStrictArgsDefault(t *testing.T) {
+	fixedEnv(t)
+	for _, tc := range []struct {
+		yaml     string
+		top, ups bool
+	}{
+		{"environment: prod\nupstreams: [{name: a, url: 'https://a.example/mcp'}]", true, true},
+		{"environment: dev\nupstreams: [{name: a, url: 'https://a.example/mcp'}]", false, false},
+		{"environment: dev\nstrict_args: true\nupstreams: [{name: a, url: 'https://a.example/mcp'}]", true, true},
+		{"environment: prod\nupstreams: [{name: a, url: 'https://a.example/mcp', strict_args: false}]", true, false},
+		{"environment: dev\nupstreams: [{name: a, url: 'https://a.example/mcp', strict_args: true}]", false, true},
+	} {
+		c, err := Parse("quiver.yaml", []byte(tc.yaml), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.StrictArgs != tc.top || c.Upstreams[0].Strict(c) != tc.ups {
+			t.Errorf("%s: strict_args %v, upstream %v; want %v, %v", tc.yaml, c.StrictArgs, c.Upstreams[0].Strict(c), tc.top, tc.ups)
+		}
+	}
+	if c := FromCatalog("x.json"); c.StrictArgs {
+		t.Error("FromCatalog (dev) has strict_args on")
+	}
+}
+
+func TestCheckTransport(t *testing.T) {
+	fixedEnv(t)
+	for _, tc := range []struct {
+		ups string
+		bad bool
+	}{
+		{"{name: a, url: 'http://api.example/mcp'}", true},
+		{"{name: a, url: 'HTTP://10.1.2.3:80/mcp'}", true},
+		{"{name: a, sse: 'http://[2001:db8::1]/sse'}", true},
+		{"{name: a, url: 'http://api.example/mcp', enabled: false}", false},
+		{"{name: a, url: 'https://api.example/mcp'}", false},
+		{"{name: a, url: 'http://127.0.0.1:9/mcp'}", false},
+		{"{name: a, url: 'http://localhost:9/mcp'}", false},
+		{"{name: a, url: 'http://[::1]:9/mcp'}", false},
+	} {
+		c, err := Parse("q.yaml", []byte("upstreams: ["+tc.ups+"]"), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.CheckTransport()
+		if (err != nil) != tc.bad || (err != nil && !errors.Is(err, ErrInsecureUpstream)) {
+			t.Errorf("%s: %v", tc.ups, err)
+		}
+		c.Insecure = true
+		if err := c.CheckTransport(); err != nil {
+			t.Errorf("%s with insecure: %v", tc.ups, err)
+		}
 	}
 }

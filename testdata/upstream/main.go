@@ -87,6 +87,7 @@ type config struct {
 	maxProto   string
 	extras     bool
 	askPrims   bool
+	openEcho   bool
 }
 
 // rejectFlag is a repeatable -reject TOOL=STATUS flag.
@@ -131,6 +132,7 @@ func main() {
 	flag.BoolVar(&cfg.linger, "linger", false, "stdio: keep running after stdin is closed, until SIGTERM (as Node servers do)")
 	flag.BoolVar(&cfg.ignoreTerm, "ignore-sigterm", false, "ignore SIGTERM too, so only SIGKILL ends the process")
 	flag.StringVar(&cfg.maxProto, "max-protocol", "", "newest MCP protocol version to offer, e.g. 2025-11-25 to behave like the Node servers (default: all the go-sdk supports)")
+	flag.BoolVar(&cfg.openEcho, "open-echo", false, "give echo a schema that does not forbid undeclared arguments (no additionalProperties), as many servers do")
 	flag.BoolVar(&cfg.askPrims, "ask-primitives", false, "add the prompt interview and the resource test://secret, which ask for input the multi-round-trip way")
 	flag.BoolVar(&cfg.extras, "extras", false, "add the tools sample, elicit, log and touch, the resource template test://items/{id}, completions and resource subscriptions")
 	flag.Parse()
@@ -438,7 +440,11 @@ const maxBig = 1_000_000
 
 func (a *app) addTools() {
 	s := a.server
-	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo the given text back."},
+	echo := &mcp.Tool{Name: "echo", Description: "Echo the given text back."}
+	if a.cfg.openEcho {
+		echo.InputSchema = map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}
+	}
+	mcp.AddTool(s, echo,
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return textResult(in.Text), nil, nil
 		})
