@@ -16,7 +16,6 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/controls"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
-	"github.com/quiver-mcp/quiver/toolid"
 )
 
 // executeArgs are tool_execute's arguments (schemas/tool_call.schema.json).
@@ -134,9 +133,9 @@ type storedOutcome struct {
 // is, unless the firewall kept a large result out of the context.
 func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *executeArgs, direct bool) (*mcp.CallToolResult, *Error) {
 	st := r.state.Load() // one state for the whole call (spec 003 §4.6)
-	it, ok := lookupTool(st, a.ToolID)
-	if !ok || it.Kind != toolid.KindTool {
-		return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withPath("tool_id")
+	it, e := r.resolveTool(ctx, st, a.ToolID)
+	if e != nil {
+		return nil, e
 	}
 	r.recordItem(ctx, st, it)
 	var repairs []string

@@ -208,13 +208,14 @@ func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (
 			return nil, e
 		}
 		st := r.state.Load()
-		it, ok := lookupTool(st, a.ToolID)
-		if ok {
-			r.recordItem(ctx, st, it)
+		it, e := r.resolveTool(ctx, st, a.ToolID)
+		if e != nil {
+			return nil, e
 		}
+		r.recordItem(ctx, st, it)
 		// A tool the caller may not see reads like a missing one.
-		if !ok || it.Kind != toolid.KindTool || !r.visible(ctx, st, it) {
-			return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withPath("tool_id")
+		if !r.visible(ctx, st, it) {
+			return nil, r.toolNotFound(ctx, st, a.ToolID)
 		}
 		h, err := st.snap.Hydrate(it.ID)
 		if err != nil {
