@@ -128,6 +128,9 @@ type browseResult struct {
 	Cards      []choicecard.Card `json:"cards"`
 	NextCursor string            `json:"next_cursor,omitempty"`
 	Total      int               `json:"total,omitempty"`
+	// Upstreams are the upstreams whose tools are missing from the answer
+	// because they are still starting or failed.
+	Upstreams []upstreamNote `json:"upstreams_not_ready,omitempty"`
 }
 
 func (r *Runtime) handleBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -190,6 +193,9 @@ func (r *Runtime) browse(ctx context.Context, ss *mcp.ServerSession, kind toolid
 	text := choicecard.RenderList(res.Cards)
 	if res.NextCursor != "" {
 		text += fmt.Sprintf("\n(%d of %d shown; next_cursor: %s)", len(res.Cards), res.Total, res.NextCursor)
+	}
+	if res.Upstreams = r.pending(r.auth.policy != nil); len(res.Upstreams) > 0 {
+		text += "\n" + pendingText(res.Upstreams)
 	}
 	return structured(res, text), nil
 }

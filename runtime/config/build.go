@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/quiver-mcp/quiver/runtime/egress"
 	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
@@ -42,6 +43,7 @@ func build(t *tree, baseDir string) (*Config, error) {
 	dec.decode("", t.value, reflect.ValueOf(cfg).Elem())
 
 	c.listen(&cfg.Listen)
+	cfg.Timing.ReadyTimeout = time.Duration(cfg.Listen.ReadyTimeout)
 	cfg.StateDir = c.stateDir(cfg.StateDir)
 	c.state(&cfg.State)
 	c.upstreams(cfg.Upstreams)
@@ -208,6 +210,7 @@ func (c *checker) listen(l *Listen) {
 		}
 	}
 	c.duration("/listen/session_idle_timeout", l.SessionIdleTimeout, false)
+	c.duration("/listen/ready_timeout", l.ReadyTimeout, true)
 }
 
 // upstreams checks every upstream entry and fills in the defaults that

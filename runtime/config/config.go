@@ -352,6 +352,11 @@ type Listen struct {
 	// this long, releasing what it holds (per-client upstream sessions,
 	// subscriptions); 0 keeps idle sessions open.
 	SessionIdleTimeout units.Duration `json:"session_idle_timeout" yaml:"session_idle_timeout"`
+	// ReadyTimeout bounds how long, after start, requests that read the
+	// catalog wait for every upstream to come up (or fail) before the
+	// first catalog is served from what is ready; Load copies it into
+	// Timing.ReadyTimeout.
+	ReadyTimeout units.Duration `json:"ready_timeout" yaml:"ready_timeout"`
 }
 
 // TLS names a certificate chain and its private key (absolute paths).
@@ -629,6 +634,7 @@ func Default() *Config {
 			Addr:               DefaultListenAddr,
 			Path:               DefaultListenPath,
 			SessionIdleTimeout: DefaultSessionIdleTimeout,
+			ReadyTimeout:       units.Duration(DefaultReadyTimeout),
 		},
 		StateDir: sd,
 		Browse:   Browse{TopK: DefaultTopK, MaxChildren: DefaultMaxChildren},
