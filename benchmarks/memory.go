@@ -88,7 +88,11 @@ func MemoryProbe(ctx context.Context, o MemoryProbeOptions) (MemoryResult, error
 		return r, fmt.Errorf("runtime: %w", err)
 	}
 	defer rt.Close()
-	if err := rt.Start(ctx); err != nil {
+	err = rt.Start(ctx)
+	if err == nil {
+		err = rt.WaitPublished(ctx)
+	}
+	if err != nil {
 		return r, fmt.Errorf("runtime start: %w", err)
 	}
 	r.ReadyMs = round(ms(time.Since(t0)), 1)
@@ -204,7 +208,11 @@ func RunStartup(ctx context.Context, bin string, ns []int, progress io.Writer) (
 		if err != nil {
 			return nil, fmt.Errorf("runtime: %w", err)
 		}
-		if err := rt.Start(ctx); err != nil {
+		err = rt.Start(ctx)
+		if err == nil {
+			err = rt.WaitPublished(ctx)
+		}
+		if err != nil {
 			rt.Close()
 			return nil, fmt.Errorf("runtime start: %w", err)
 		}

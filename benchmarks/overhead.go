@@ -374,7 +374,11 @@ func (b *bench) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runtime: %w", err)
 	}
-	if err := b.rt.Start(ctx); err != nil {
+	err = b.rt.Start(ctx)
+	if err == nil {
+		err = b.rt.WaitPublished(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("runtime start: %w", err)
 	}
 	items := b.rt.Snapshot().Items(toolid.KindTool)

@@ -98,7 +98,11 @@ func sandboxRun(ctx context.Context, cards *choicecard.Builder, u config.Upstrea
 		return 0, nil, fmt.Errorf("runtime: %w", err)
 	}
 	defer rt.Close()
-	if err := rt.Start(ctx); err != nil {
+	err = rt.Start(ctx)
+	if err == nil {
+		err = rt.WaitPublished(ctx)
+	}
+	if err != nil {
 		return 0, nil, fmt.Errorf("runtime start: %w", err)
 	}
 	d := time.Since(t0)

@@ -301,7 +301,11 @@ func newStateRig(ctx context.Context, name, dir, redisURL, registry, upstreamURL
 	if r.rt, err = runtime.New(cfg, runtime.Deps{Cards: cards, Logger: discardLogger(), State: r.backend}); err != nil {
 		return r, err
 	}
-	if err := r.rt.Start(ctx); err != nil {
+	err = r.rt.Start(ctx)
+	if err == nil {
+		err = r.rt.WaitPublished(ctx)
+	}
+	if err != nil {
 		return r, err
 	}
 	for _, it := range r.rt.Snapshot().Items("tool") {

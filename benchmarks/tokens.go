@@ -294,7 +294,11 @@ func startRuntime(ctx context.Context, mode config.Mode, src catalog.Source, car
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("runtime: %w", err)
 	}
-	if err := rt.Start(ctx); err != nil {
+	err = rt.Start(ctx)
+	if err == nil {
+		err = rt.WaitPublished(ctx)
+	}
+	if err != nil {
 		rt.Close()
 		return nil, nil, nil, fmt.Errorf("runtime start: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -117,7 +118,8 @@ func (c *caller) setVersion(req mcp.Request) {
 		// the protocol's, and are ignored.
 		return
 	}
-	if p := req.GetParams(); p != nil {
+	// A request without params (a ping) holds a typed nil.
+	if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() {
 		if m := p.GetMeta(); m != nil {
 			c.capsMeta = m[mcp.MetaKeyClientCapabilities]
 		}

@@ -57,7 +57,7 @@ upstreams:
 	if rt.retry.MaxAttempts != 3 || rt.retry.BaseDelay != 10*time.Millisecond || rt.retry.Jitter || len(rt.retry.RetryableCodes) != 1 {
 		t.Fatalf("retry %+v", rt.retry)
 	}
-	if u := rt.upstreams[0]; u.workspace == nil || u.workspace.Roots[0] != filepath.Join(dir, "ws") || len(u.workspace.PathArgs) == 0 ||
+	if u := rt.upstreams()[0]; u.workspace == nil || u.workspace.Roots[0] != filepath.Join(dir, "ws") || len(u.workspace.PathArgs) == 0 ||
 		u.egress == nil || u.egress.Allow[0] != "api.example.com" || u.egress.URLArgs[0] != "url" {
 		t.Fatalf("argument guards %+v %+v", u.workspace, u.egress)
 	}
@@ -67,7 +67,7 @@ upstreams:
 	if l := rateLimits(rt.cfg); l["tool_execute"] != (controls.Limit{PerMinute: 5}) || l["tool:math:*"] != (controls.Limit{PerSession: 2}) {
 		t.Fatalf("rate limits %+v", l)
 	}
-	reg, err := rt.loadRegistry()
+	reg, err := rt.loadRegistry(rt.cfg.Registry)
 	if err != nil || reg.ClassOf("math", "add") != guard.ClassRead {
 		t.Fatalf("registry %v %v", reg, err)
 	}
@@ -80,7 +80,7 @@ upstreams:
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err = rt.loadRegistry()
+	reg, err = rt.loadRegistry(rt.cfg.Registry)
 	if err != nil {
 		t.Fatal(err)
 	}

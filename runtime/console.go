@@ -12,6 +12,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
+	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -63,30 +64,23 @@ func (f consoleFleet) Upstreams(_ context.Context) []admin.Upstream {
 			}
 		}
 	}
-	live := map[string]int{}
-	for i, c := range r.clients {
-		live[c.Name()] = i
-	}
-	cfgOf := map[string]*config.Upstream{}
-	for i := range r.cfg.Upstreams {
-		cfgOf[r.cfg.Upstreams[i].Name] = &r.cfg.Upstreams[i]
+	live := map[string]upstream.State{}
+	for _, c := range r.clients() {
+		live[c.Name()] = c.State()
 	}
 	since := time.Now().Add(-admin.RecentWindow)
 	var out []admin.Upstream
-	for _, e := range r.upstreams {
+	for _, e := range r.upstreams() {
 		name := e.name()
 		up := admin.Upstream{Name: name, Status: "ready", Trust: e.trust, Risk: e.risk, Recent: r.met.recent.Since(name, since)}
-		if u := cfgOf[name]; u != nil {
-			up.Transport = transportOf(u)
-		}
+		up.Transport = transportOf(&e.cfg)
 		if e.sandbox.Mode != "" {
 			up.Sandbox = e.sandbox.Mode
 			if e.sandbox.Detail != "" {
 				up.Sandbox += ": " + e.sandbox.Detail
 			}
 		}
-		if j, ok := live[name]; ok {
-			s := r.clients[j].State()
+		if s, ok := live[name]; ok {
 			up.Status, up.Since, up.Protocol = string(s.Status), s.Since, s.Protocol
 			if s.Err != nil {
 				up.Reason = sanitize(s.Err.Error())

@@ -82,7 +82,7 @@ func matchAny(globs []string, names ...string) bool {
 // had in prev, so an item that appears later never shadows one already
 // listed: it is withheld and reported. Among new names, configuration
 // order decides. Meta-tool names are reserved.
-func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, owner map[string]*upstreamEntry, templates map[string][]*mcp.ResourceTemplate) *exposure {
+func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, ups []*upstreamEntry, owner map[string]*upstreamEntry, templates map[string][]*mcp.ResourceTemplate) *exposure {
 	next := emptyExposure()
 	if !r.exposes() {
 		return next
@@ -153,7 +153,7 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, owner map[strin
 	}
 	assign(toolid.KindPrompt, next.prompts, prev.prompts, "prompt")
 	assign(toolid.KindResource, next.resources, prev.resources, "resource")
-	for _, c := range r.upstreams {
+	for _, c := range ups {
 		for _, t := range templates[c.name()] {
 			if o, taken := next.templates[t.URITemplate]; taken {
 				next.withheld = append(next.withheld, fmt.Sprintf("resource template %q of upstream %q: also served by upstream %q", t.URITemplate, c.name(), o.owner.name()))

@@ -51,7 +51,7 @@ func newDirectRuntime(t *testing.T, rg rig) (*Runtime, error) {
 		cancel()
 		rt.Close()
 	})
-	return rt, rt.Start(ctx)
+	return rt, startAndWait(ctx, rt)
 }
 
 // exposedTools maps each directly listed name to "server/upstream name".
@@ -228,7 +228,7 @@ func unstarted(t *testing.T, rg rig) (*Runtime, *catalog.Snapshot, map[string]*u
 	}
 	var src catalog.Source
 	owner := map[string]*upstreamEntry{}
-	for _, c := range rt.upstreams {
+	for _, c := range rt.upstreams() {
 		l, err := c.listing(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -275,7 +275,7 @@ func TestExposeKeepsPreviousHolder(t *testing.T) {
 	aRes, bRes := idIn(t, snap, "a", "file:///same"), idIn(t, snap, "b", "file:///same")
 
 	// From nothing, configuration order decides.
-	first := rt.expose(emptyExposure(), snap, owner, nil)
+	first := rt.expose(emptyExposure(), snap, rt.upstreams(), owner, nil)
 	if first.tools["search"] != aSearch || first.prompts["greet"] != aGreet || first.resources["file:///same"] != aRes {
 		t.Fatalf("first exposure %+v", first)
 	}
@@ -291,7 +291,7 @@ func TestExposeKeepsPreviousHolder(t *testing.T) {
 	prev.tools["search"] = bSearch
 	prev.prompts["greet"] = bGreet
 	prev.resources["file:///same"] = bRes
-	next := rt.expose(prev, snap, owner, nil)
+	next := rt.expose(prev, snap, rt.upstreams(), owner, nil)
 	if next.tools["search"] != bSearch || next.prompts["greet"] != bGreet || next.resources["file:///same"] != bRes {
 		t.Fatalf("the previous holders lost their names: %+v", next)
 	}
@@ -308,13 +308,13 @@ func TestExposeKeepsPreviousHolder(t *testing.T) {
 	// A previous holder that is gone frees its name for the next in order.
 	gone := emptyExposure()
 	gone.tools["search"] = "nobody:search"
-	if e := rt.expose(gone, snap, owner, nil); e.tools["search"] != aSearch {
+	if e := rt.expose(gone, snap, rt.upstreams(), owner, nil); e.tools["search"] != aSearch {
 		t.Fatalf("with a vanished holder: %v", e.tools)
 	}
 	// A previous exposure under another name does not hold this one.
 	renamed := emptyExposure()
 	renamed.tools["old_search"] = bSearch
-	if e := rt.expose(renamed, snap, owner, nil); e.tools["search"] != aSearch || e.tools["old_search"] != "" {
+	if e := rt.expose(renamed, snap, rt.upstreams(), owner, nil); e.tools["search"] != aSearch || e.tools["old_search"] != "" {
 		t.Fatalf("with a renamed holder: %v", e.tools)
 	}
 }
@@ -326,7 +326,7 @@ func TestExposeTemplates(t *testing.T) {
 		staticUpstream("b", "", []string{"y"}, nil, nil),
 	}))
 	tmpl := func(ut string) *mcp.ResourceTemplate { return &mcp.ResourceTemplate{URITemplate: ut, Name: ut} }
-	e := rt.expose(emptyExposure(), snap, owner, map[string][]*mcp.ResourceTemplate{
+	e := rt.expose(emptyExposure(), snap, rt.upstreams(), owner, map[string][]*mcp.ResourceTemplate{
 		"a": {tmpl("x://{id}"), tmpl("a://{id}")},
 		"b": {tmpl("x://{id}"), tmpl("b://{id}")},
 	})
@@ -346,7 +346,7 @@ func TestExposeMetaToolWithheld(t *testing.T) {
 	rt, snap, owner := unstarted(t, setup(t, config.ModeDirect, []testUpstream{
 		staticUpstream("a", "", []string{ToolView, "fine"}, []string{ToolView}, nil),
 	}))
-	e := rt.expose(emptyExposure(), snap, owner, nil)
+	e := rt.expose(emptyExposure(), snap, rt.upstreams(), owner, nil)
 	if _, ok := e.tools[ToolView]; ok {
 		t.Fatalf("a tool took the meta-tool's name: %v", e.tools)
 	}

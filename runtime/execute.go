@@ -16,7 +16,6 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/controls"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
-	"github.com/quiver-mcp/quiver/toolid"
 )
 
 // executeArgs are tool_execute's arguments (schemas/tool_call.schema.json).
@@ -134,9 +133,9 @@ type storedOutcome struct {
 // is, unless the firewall kept a large result out of the context.
 func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *executeArgs, direct bool) (*mcp.CallToolResult, *Error) {
 	st := r.state.Load() // one state for the whole call (spec 003 §4.6)
-	it, ok := lookupTool(st, a.ToolID)
-	if !ok || it.Kind != toolid.KindTool || r.concealed(ctx, st, it) {
-		return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withPath("tool_id")
+	it, e := r.resolveTool(ctx, st, a.ToolID)
+	if e != nil {
+		return nil, e
 	}
 	r.recordItem(ctx, st, it)
 	var repairs []string
@@ -212,21 +211,21 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 		return deny(e)
 	}
 	// Connector: the pinned registry, and the documents the call writes.
-	adm, checks := r.connector.Admit(call, dec)
+	adm, checks := r.connector().Admit(call, dec)
 	if e := v.guards(checks); e != nil {
 		return deny(e)
 	}
 	sess, who := r.limitKey(ctx, ss), r.limitPrincipal(ctx, ss)
 	if a.DryRun {
 		var rl *Error
-		if d := r.limiter.Check(ctx, sess, who, ToolExecute, it.ID); d != nil {
+		if d := r.limiter().Check(ctx, sess, who, ToolExecute, it.ID); d != nil {
 			rl = rateLimited(d)
 		}
-		v.record("rate_limit", r.limiter == nil, rl)
+		v.record("rate_limit", r.limiter() == nil, rl)
 		r.idempotencyPreview(ctx, ss, v, it, adm, call)
 		return structured(r.dryRun(it, verr, adm, v, repairs), ""), nil
 	}
-	if d := r.limiter.Take(ctx, sess, who, ToolExecute, it.ID); d != nil {
+	if d := r.limiter().Take(ctx, sess, who, ToolExecute, it.ID); d != nil {
 		return deny(rateLimited(d))
 	}
 	if dec.Unclassified {
@@ -266,9 +265,9 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 		}
 		var err error
 		if sent {
-			err = r.idem.Abandon(ctx, resv, e.Code)
+			err = r.idem().Abandon(ctx, resv, e.Code)
 		} else {
-			err = r.idem.Release(ctx, resv)
+			err = r.idem().Release(ctx, resv)
 		}
 		if err != nil {
 			r.log.Error("idempotency record not updated", "err", err)
@@ -288,7 +287,7 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 			payload, err = json.Marshal(o)
 		}
 		if err == nil {
-			err = r.idem.Complete(ctx, resv, payload)
+			err = r.idem().Complete(ctx, resv, payload)
 		}
 		if err != nil {
 			r.log.Error("idempotency record not completed", "err", err)
@@ -308,7 +307,7 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 		res, hit = r.cache.Get(cacheKey)
 	}
 	if !hit {
-		if e := r.connector.Verify(adm); e != nil {
+		if e := r.connector().Verify(adm); e != nil {
 			return nil, finish(guardError(e, "args"), false)
 		}
 		c, ok := st.owner[it.Server]
@@ -345,7 +344,7 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 			// recorded as an outcome; the idempotency key is free for
 			// the retry.
 			if resv != nil {
-				if err := r.idem.Release(ctx, resv); err != nil {
+				if err := r.idem().Release(ctx, resv); err != nil {
 					r.log.Error("idempotency record not released", "err", err)
 				}
 			}
@@ -367,7 +366,7 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 			return nil, e
 		}
 		var ge *guard.Error
-		if readDocs, readBytes, ge = r.connector.CheckResult(adm, doc); ge != nil {
+		if readDocs, readBytes, ge = r.connector().CheckResult(adm, doc); ge != nil {
 			e := guardError(ge, "result")
 			complete(storedOutcome{Error: e})
 			r.log.Info("tool_execute result withheld", "code", e.Code, "tool_id", it.ID)
@@ -426,14 +425,14 @@ func inputRequired(res *mcp.CallToolResult) *mcp.CallToolResult {
 // beginIdempotent reserves the call's idempotency key, or answers a repeat
 // from its record.
 func (r *Runtime) beginIdempotent(ctx context.Context, ss *mcp.ServerSession, it *catalog.Item, call *guard.Call, direct bool) (*guard.Reservation, *mcp.CallToolResult, *Error) {
-	if r.idem == nil {
+	if r.idem() == nil {
 		return nil, nil, newError(CodeInternal, "idempotency records are not available")
 	}
 	fp, err := guard.Fingerprint(it.Server, it.UpstreamName, call.Args)
 	if err != nil {
 		return nil, nil, newError(CodeInternal, "internal gateway error").withCause(err)
 	}
-	resv, refusal, err := r.idem.Begin(ctx, r.ownerOf(ctx, ss), call.IdempotencyKey, fp)
+	resv, refusal, err := r.idem().Begin(ctx, r.ownerOf(ctx, ss), call.IdempotencyKey, fp)
 	switch {
 	case isStateUnavailable(err):
 		// A write never runs without its idempotency record.
@@ -466,7 +465,7 @@ func (r *Runtime) beginIdempotent(ctx context.Context, ss *mcp.ServerSession, it
 // idempotencyPreview adds, to a dry run of a write, what its key's record
 // would do.
 func (r *Runtime) idempotencyPreview(ctx context.Context, ss *mcp.ServerSession, v *verdicts, it *catalog.Item, adm guard.Admission, call *guard.Call) {
-	if adm.Class != guard.ClassWrite || call.IdempotencyKey == "" || r.idem == nil {
+	if adm.Class != guard.ClassWrite || call.IdempotencyKey == "" || r.idem() == nil {
 		v.record("idempotency_record", true, nil)
 		return
 	}
@@ -475,7 +474,7 @@ func (r *Runtime) idempotencyPreview(ctx context.Context, ss *mcp.ServerSession,
 		v.record("idempotency_record", false, newError(CodeInternal, "internal gateway error"))
 		return
 	}
-	replay, refusal, err := r.idem.Peek(ctx, r.ownerOf(ctx, ss), call.IdempotencyKey, fp)
+	replay, refusal, err := r.idem().Peek(ctx, r.ownerOf(ctx, ss), call.IdempotencyKey, fp)
 	switch {
 	case isStateUnavailable(err):
 		v.record("idempotency_record", false, stateUnavailable(err))
@@ -499,7 +498,7 @@ func (r *Runtime) cacheable(it *catalog.Item, adm *guard.Admission) bool {
 	if r.cache == nil || !r.cache.Allowed(it.ID) {
 		return false
 	}
-	if r.connector.Pinned().Manifests() > 0 {
+	if r.connector().Pinned().Manifests() > 0 {
 		return adm.Class == guard.ClassRead
 	}
 	if adm.Class == guard.ClassWrite || it.Tool == nil {

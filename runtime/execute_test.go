@@ -490,15 +490,15 @@ func startCounted(t *testing.T, tweak func(*rig), failFirst int64) (*Runtime, *m
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := &countingConn{conn: rt.upstreams[0].conn, failFirst: failFirst,
+	cc := &countingConn{conn: rt.upstreams()[0].conn, failFirst: failFirst,
 		failWith: &upstream.Error{Code: CodeUpstreamUnavailable, Retryable: true, Err: upstream.ErrSessionEnded}}
-	rt.upstreams[0].conn = cc
+	rt.upstreams()[0].conn = cc
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
 		cancel()
 		rt.Close()
 	})
-	if err := rt.Start(ctx); err != nil {
+	if err := startAndWait(ctx, rt); err != nil {
 		t.Fatal(err)
 	}
 	return rt, connect(t, ctx, rt), cc

@@ -56,9 +56,27 @@ func (r *Runtime) initExecute() error {
 	if o := cacheOptions(r.cfg); o != nil {
 		r.cache = controls.NewCache[*mcp.CallToolResult](*o)
 	}
-	r.limiter = controls.NewRateLimiter(rateLimits(r.cfg), r.kv, nil)
+	r.limits.Store(controls.NewRateLimiter(rateLimits(r.cfg), r.kv, nil))
 	return nil
 }
+
+// limiter returns the rate limiter in force (nil: no limits).
+func (r *Runtime) limiter() *controls.RateLimiter { return r.limits.Load() }
+
+// pinned is the registry pinned in the connector layer, with the
+// idempotency records its write tools need (nil without write tools) and
+// the manifest globs it was loaded from. Apply replaces it whole.
+type pinned struct {
+	connector *guard.Connector
+	idem      *guard.IdempotencyStore
+	globs     []string
+}
+
+// connector returns the connector layer in force.
+func (r *Runtime) connector() *guard.Connector { return r.pins.Load().connector }
+
+// idem returns the idempotency records in force (nil: none open).
+func (r *Runtime) idem() *guard.IdempotencyStore { return r.pins.Load().idem }
 
 // cacheOptions are the response cache's options; nil when it is off.
 func cacheOptions(cfg *config.Config) *controls.CacheOptions {
@@ -82,10 +100,9 @@ func rateLimits(cfg *config.Config) map[string]controls.Limit {
 
 // loadRegistry loads the registry: Deps.Registry, else the configured
 // globs, else an empty registry.
-func (r *Runtime) loadRegistry() (*guard.Registry, error) {
+func (r *Runtime) loadRegistry(globs []string) (*guard.Registry, error) {
 	load := r.deps.Registry
-	if load == nil && len(r.cfg.Registry) > 0 {
-		globs := r.cfg.Registry
+	if load == nil && len(globs) > 0 {
 		load = func() (*guard.Registry, error) { return guard.LoadRegistry(globs) }
 	}
 	if load == nil {
@@ -101,37 +118,39 @@ func (r *Runtime) loadRegistry() (*guard.Registry, error) {
 	return reg, nil
 }
 
-// pinRegistry loads the registry and pins it in the connector layer, and
-// opens the idempotency store when the registry classifies any tool write.
-func (r *Runtime) pinRegistry() error {
-	reg, err := r.loadRegistry()
+// pinRegistry loads the registry from globs and pins it in a connector
+// layer, and opens the idempotency store when the registry classifies any
+// tool write; cfg gives the timings of the writes. The caller puts the
+// result in force.
+func (r *Runtime) pinRegistry(globs []string, cfg *config.Config) (*pinned, error) {
+	reg, err := r.loadRegistry(globs)
 	if err != nil {
-		return fmt.Errorf("tool registry: %w", err)
+		return nil, fmt.Errorf("tool registry: %w", err)
 	}
-	r.connector = guard.NewConnector(reg, r.cfg.Environment)
+	pn := &pinned{connector: guard.NewConnector(reg, r.cfg.Environment), globs: globs}
 	r.log.Info("tool registry pinned", "version", reg.Version(), "manifests", reg.Manifests(), "tools", reg.Tools(), "environment", string(r.cfg.Environment))
 	if r.cfg.Environment == guard.EnvProd && reg.Tools() == 0 {
 		r.log.Warn("environment prod without registry manifests: every tool_execute is denied (TOOL_UNCLASSIFIED_DENIED); add registry manifests or set environment: dev")
 	}
 	if !reg.HasWrites() {
-		return nil
+		return pn, nil
 	}
-	if r.idem, err = guard.NewIdempotency(guard.IdempotencyOptions{KV: r.kv, PendingTimeout: r.pendingTimeout()}); err != nil {
-		return err
+	if pn.idem, err = guard.NewIdempotency(guard.IdempotencyOptions{KV: r.kv, PendingTimeout: pendingTimeout(cfg)}); err != nil {
+		return nil, err
 	}
-	return nil
+	return pn, nil
 }
 
 // pendingTimeout bounds how long a write may run: every attempt of the
 // slowest upstream with the longest backoff, plus a margin. An idempotency
 // reservation pending longer was left by a process that died mid-call.
-func (r *Runtime) pendingTimeout() time.Duration {
-	slowest := r.cfg.Timing.CallTimeout
-	for _, u := range r.cfg.Upstreams {
+func pendingTimeout(cfg *config.Config) time.Duration {
+	slowest := cfg.Timing.CallTimeout
+	for _, u := range cfg.Upstreams {
 		slowest = max(slowest, time.Duration(u.CallTimeout))
 	}
-	attempts := time.Duration(max(r.cfg.Retry.MaxAttempts, 1))
-	return attempts*(slowest+time.Duration(r.cfg.Retry.MaxDelay)) + time.Minute
+	attempts := time.Duration(max(cfg.Retry.MaxAttempts, 1))
+	return attempts*(slowest+time.Duration(cfg.Retry.MaxDelay)) + time.Minute
 }
 
 // frontDoor loads the registry for a new catalog: the gate that judges
@@ -141,10 +160,11 @@ func (r *Runtime) pendingTimeout() time.Duration {
 // every call is refused) and logged.
 func (r *Runtime) frontDoor() (*guard.Gate, *guard.Registry) {
 	pinned := (*guard.Registry)(nil)
-	if r.connector != nil {
-		pinned = r.connector.Pinned()
+	var globs []string
+	if pn := r.pins.Load(); pn != nil {
+		pinned, globs = pn.connector.Pinned(), pn.globs
 	}
-	reg, err := r.loadRegistry()
+	reg, err := r.loadRegistry(globs)
 	if err != nil {
 		r.log.Error("loading the tool registry failed; every tool_execute is refused (REGISTRY_VERSION_MISMATCH) until it loads again", "err", err)
 		return guard.UnavailableGate(r.cfg.Environment), pinned
@@ -256,7 +276,7 @@ func rateLimited(d *controls.Denial) *Error {
 
 // takeMeta counts one call of a meta-tool against its rate limits.
 func (r *Runtime) takeMeta(ctx context.Context, ss *mcp.ServerSession, tool string) *Error {
-	if d := r.limiter.Take(ctx, r.limitKey(ctx, ss), r.limitPrincipal(ctx, ss), tool, ""); d != nil {
+	if d := r.limiter().Take(ctx, r.limitKey(ctx, ss), r.limitPrincipal(ctx, ss), tool, ""); d != nil {
 		return rateLimited(d)
 	}
 	return nil

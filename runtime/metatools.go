@@ -128,6 +128,9 @@ type browseResult struct {
 	Cards      []choicecard.Card `json:"cards"`
 	NextCursor string            `json:"next_cursor,omitempty"`
 	Total      int               `json:"total,omitempty"`
+	// Upstreams are the upstreams whose tools are missing from the answer
+	// because they are still starting or failed.
+	Upstreams []upstreamNote `json:"upstreams_not_ready,omitempty"`
 }
 
 func (r *Runtime) handleBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -199,6 +202,9 @@ func (r *Runtime) browse(ctx context.Context, ss *mcp.ServerSession, kind toolid
 	if res.NextCursor != "" {
 		text += fmt.Sprintf("\n(%d of %d shown; next_cursor: %s)", len(res.Cards), res.Total, res.NextCursor)
 	}
+	if res.Upstreams = r.pending(r.auth.policy != nil); len(res.Upstreams) > 0 {
+		text += "\n" + pendingText(res.Upstreams)
+	}
 	return structured(res, text), nil
 }
 
@@ -216,16 +222,12 @@ func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (
 			return nil, e
 		}
 		st := r.state.Load()
-		it, ok := lookupTool(st, a.ToolID)
-		if ok && it.Kind == toolid.KindTool && !r.concealed(ctx, st, it) {
-			r.recordItem(ctx, st, it)
-		} else {
-			ok = false
-		}
 		// A tool the caller may not see reads like a missing one.
-		if !ok {
-			return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withPath("tool_id")
+		it, e := r.resolveTool(ctx, st, a.ToolID)
+		if e != nil {
+			return nil, e
 		}
+		r.recordItem(ctx, st, it)
 		h, err := st.snap.Hydrate(it.ID)
 		if err != nil {
 			return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withCause(err)

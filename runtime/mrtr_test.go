@@ -408,7 +408,7 @@ func TestUpstreamProtocolPin(t *testing.T) {
 	up := liveUpstream("alpha", "-extras")
 	up.cfg.Protocol = "2025-11-25"
 	rt, _ := startRuntime(t, setup(t, config.ModeDirect, []testUpstream{up}))
-	if got := rt.clients[0].State().Protocol; got != "2025-11-25" {
+	if got := rt.clients()[0].State().Protocol; got != "2025-11-25" {
 		t.Fatalf("upstream negotiated %q", got)
 	}
 	ctx := context.Background()

@@ -88,7 +88,7 @@ func (r *Runtime) passthrough(next mcp.MethodHandler) mcp.MethodHandler {
 		r.watch(ss)
 		var shared []string
 		byName := map[string]*upstream.Client{}
-		for _, c := range r.clients {
+		for _, c := range r.clients() {
 			shared = append(shared, c.Name())
 			byName[c.Name()] = c
 		}
@@ -233,7 +233,7 @@ func (r *Runtime) sessionEnded(ss *mcp.ServerSession) {
 	ctx, cancel := context.WithTimeout(r.life, relayTimeout)
 	defer cancel()
 	for _, k := range gone {
-		for _, c := range r.upstreams {
+		for _, c := range r.upstreams() {
 			if c.name() == k[0] {
 				if err := c.subscribe(ctx, k[1], false); err != nil {
 					r.log.Debug("upstream unsubscribe failed", "upstream", k[0], "err", err)

@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"os"
 	"os/user"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,7 +39,6 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/protocol"
 	"github.com/quiver-mcp/quiver/runtime/sessionlimit"
 	qstate "github.com/quiver-mcp/quiver/runtime/state"
-	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -97,15 +95,14 @@ type Runtime struct {
 	// info opens the detail of /metrics and /healthz.
 	info       infoTokens
 	adminClaim *admin.Claim
-	// upstreams are the enabled upstream entries in configuration order.
-	upstreams []*upstreamEntry
+	// fleet holds the enabled upstream entries in force (Apply replaces
+	// it).
+	fleet atomic.Pointer[fleet]
 
 	log    *slog.Logger
 	cards  *choicecard.Builder
 	server *mcp.Server
 	met    *metrics
-
-	clients []*upstream.Client
 
 	// backend is the state backend opened (or injected) at Start; kv is
 	// its KV as the kinds of state made in New see it (ErrUnavailable
@@ -117,17 +114,21 @@ type Runtime struct {
 	store artifacts.Store
 	fw    *firewall.Firewall
 
-	// The execute path: the connector layer pinned at Start, the
-	// idempotency records (open when the pinned registry has write tools),
-	// the dispatch controls, and the compiled tool_call schema.
-	connector     *guard.Connector
-	idem          *guard.IdempotencyStore
+	// The execute path: the registry pinned at Start (and by Apply) with
+	// its connector layer and idempotency records, the dispatch controls
+	// (the rate limiter is replaced by Apply), and the compiled tool_call
+	// schema.
+	pins          atomic.Pointer[pinned]
 	cache         *controls.Cache[*mcp.CallToolResult]
-	limiter       *controls.RateLimiter
+	limits        atomic.Pointer[controls.RateLimiter]
 	callSchema    *jsonschema.Schema
 	executeSchema json.RawMessage
 
 	state atomic.Pointer[state]
+	// buildMu serializes catalog rebuilds; applyMu serializes Apply.
+	buildMu, applyMu sync.Mutex
+	// start tracks the first catalog and the upstreams' first attempts.
+	start startup
 
 	mu       sync.Mutex // guards listings and dirty
 	listings map[string]catalog.Source
@@ -240,13 +241,18 @@ func New(cfg *config.Config, deps Deps) (*Runtime, error) {
 	if err := r.initIdentity(); err != nil {
 		return nil, err
 	}
+	r.start.init()
+	var entries []*upstreamEntry
 	for i := range c.Upstreams {
 		if u := &c.Upstreams[i]; u.Enabled {
-			if err := r.addUpstream(u); err != nil {
+			e, err := r.newUpstream(u)
+			if err != nil {
 				return nil, err
 			}
+			entries = append(entries, e)
 		}
 	}
+	r.fleet.Store(newFleet(entries))
 	r.state.Store(r.emptyState())
 	r.server = r.newServer()
 	return r, nil
@@ -321,10 +327,16 @@ func (r *Runtime) initAdmin() error {
 	return nil
 }
 
-// Start connects the upstreams and builds the first catalog. It waits up to
-// ReadyTimeout for every upstream to be ready, then publishes whatever is
-// listed; upstreams that come up later join through a rebuild. The
-// runtime's goroutines stop when ctx is cancelled or Close is called.
+// Start opens the state backend and the safety stores, launches the
+// upstreams and returns without waiting for them: the first catalog is
+// built in the background once every upstream is ready or has failed its
+// first attempt, or after Timing.ReadyTimeout, whichever comes first, and
+// upstreams that come up later join through a rebuild. Requests that read
+// the catalog wait for that first catalog (Published); initialize and
+// /healthz never wait. A first catalog that cannot be served (a direct
+// exposure name collision) fails the runtime: Failed is closed and Err
+// says why. The runtime's goroutines stop when ctx is cancelled or Close
+// is called.
 func (r *Runtime) Start(ctx context.Context) error {
 	backend, owned, err := r.openState(ctx)
 	if err != nil {
@@ -347,9 +359,11 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if r.mrtr.seal, err = protocol.NewSealer(key, protocol.SealerOptions{Redeemed: protocol.KVRedeemed{KV: r.kv}}); err != nil {
 		return err
 	}
-	if err := r.pinRegistry(); err != nil {
+	pn, err := r.pinRegistry(r.cfg.Registry, r.cfg)
+	if err != nil {
 		return err
 	}
+	r.pins.Store(pn)
 	ctx, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
 	r.life = ctx
@@ -360,40 +374,10 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if r.cfg.Firewall.Enabled {
 		r.fw = firewall.New(firewall.Options{Store: store, Counter: r.cards.Counter(), MaxInlineTokens: r.cfg.Firewall.MaxInlineTokens})
 	}
-	for _, c := range r.clients {
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			_ = c.Run(ctx)
-		}()
+	for _, e := range r.upstreams() {
+		r.launch(e)
 	}
-	wait, cancelWait := context.WithTimeout(ctx, r.cfg.Timing.ReadyTimeout)
-	for _, c := range r.clients {
-		if err := c.WaitReady(wait); err != nil {
-			r.log.Warn("upstream not ready; it joins the catalog when it comes up", "upstream", c.Name(), "err", c.State().Err)
-		}
-	}
-	cancelWait()
-	r.mu.Lock()
-	for _, c := range r.upstreams {
-		r.dirty[c.name()] = true
-	}
-	r.mu.Unlock()
-	if err := r.rebuild(ctx); err != nil {
-		cancel()
-		r.wg.Wait()
-		return err
-	}
-	if w := r.state.Load().exp.clashes; len(w) > 0 {
-		cancel()
-		r.wg.Wait()
-		return fmt.Errorf("direct exposure: name collision: %s", strings.Join(w, "; "))
-	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		r.rebuildLoop(ctx)
-	}()
+	r.wg.Go(func() { r.warmUp(ctx) })
 	return nil
 }
 
@@ -404,6 +388,7 @@ func (r *Runtime) Close() error {
 		r.cancel()
 	}
 	r.wg.Wait()
+	r.start.publish()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.retired != nil {
@@ -415,7 +400,10 @@ func (r *Runtime) Close() error {
 	}
 	var errs []error
 	errs = append(errs, r.closeSafety())
-	r.idem = nil
+	if pn := r.pins.Load(); pn != nil {
+		// The idempotency records live in the backend closed below.
+		r.pins.Store(&pinned{connector: pn.connector, globs: pn.globs})
+	}
 	r.store = nil
 	r.kv.set(nil)
 	if r.backend != nil && r.ownBackend {

@@ -98,10 +98,19 @@ func startOnly(t *testing.T, rg rig) (*Runtime, context.Context) {
 		cancel()
 		rt.Close()
 	})
-	if err := rt.Start(ctx); err != nil {
+	if err := startAndWait(ctx, rt); err != nil {
 		t.Fatal(err)
 	}
 	return rt, ctx
+}
+
+// startAndWait starts rt and waits for its first catalog; it returns
+// Start's error or the one that failed the first catalog.
+func startAndWait(ctx context.Context, rt *Runtime) error {
+	if err := rt.Start(ctx); err != nil {
+		return err
+	}
+	return rt.WaitPublished(ctx)
 }
 
 func connect(t *testing.T, ctx context.Context, rt *Runtime) *mcp.ClientSession {

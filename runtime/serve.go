@@ -25,7 +25,19 @@ func (r *Runtime) ServeStdio(ctx context.Context) error {
 // serveTransport serves one MCP session over t; every call t carries gets
 // a receipt, those the go-sdk refuses before dispatch too.
 func (r *Runtime) serveTransport(ctx context.Context, t mcp.Transport) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.start.failed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	err := r.server.Run(ctx, recordingTransport{Transport: t, rec: &r.rec})
+	if ferr := r.Err(); ferr != nil {
+		return ferr
+	}
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -75,7 +87,9 @@ func (r *Runtime) Handler(path string) http.Handler {
 // names the fleet and is given to a request with the metrics or the admin
 // token.
 type health struct {
-	Status    string           `json:"status"` // ok | degraded
+	// Status is ok, starting (the first catalog is not published yet) or
+	// degraded (an upstream failed).
+	Status    string           `json:"status"`
 	Catalog   map[string]int   `json:"catalog"`
 	Gen       uint64           `json:"generation"`
 	Upstreams []upstreamHealth `json:"upstreams"`
@@ -85,8 +99,12 @@ type health struct {
 }
 
 type upstreamHealth struct {
-	Name   string `json:"name"`
+	Name string `json:"name"`
+	// Status is the client's connection status (connecting, ready, down,
+	// closed); State is its phase: starting (no attempt finished yet),
+	// ready, or failed (Error says why; it is retried).
 	Status string `json:"status"`
+	State  string `json:"state"`
 	// Protocol is the MCP revision negotiated with the upstream.
 	Protocol string `json:"protocol,omitempty"`
 	Error    string `json:"error,omitempty"`
@@ -101,14 +119,22 @@ func (r *Runtime) healthz(w http.ResponseWriter, req *http.Request) {
 	for _, k := range []toolid.Kind{toolid.KindTool, toolid.KindResource, toolid.KindPrompt} {
 		h.Catalog[string(k)] = len(st.snap.Items(k))
 	}
-	for _, c := range r.clients {
-		s := c.State()
+	for _, e := range r.upstreams() {
+		if e.client == nil {
+			continue
+		}
+		s := e.client.State()
 		u := upstreamHealth{Name: s.Name, Status: string(s.Status), Protocol: s.Protocol}
-		if s.Err != nil {
-			u.Error = sanitize(s.Err.Error())
+		u.State, u.Error = e.health.get()
+		if u.State == phaseFailed {
 			h.Status = "degraded"
 		}
 		h.Upstreams = append(h.Upstreams, u)
+	}
+	select {
+	case <-r.start.published:
+	default:
+		h.Status = phaseStarting
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if !r.info.opens(req) {
@@ -123,7 +149,11 @@ func (r *Runtime) healthz(w http.ResponseWriter, req *http.Request) {
 // HTTPOptions configure the HTTP listener.
 type HTTPOptions struct {
 	Addr string // host:port; port 0 picks a free port
-	Path string // MCP endpoint path (default /mcp)
+	// Listener, when set, is served instead of listening on Addr (the
+	// caller binds it first, so that a busy port fails before anything
+	// starts); ServeHTTP closes it.
+	Listener net.Listener
+	Path     string // MCP endpoint path (default /mcp)
 	// CertFile and KeyFile, when both set, serve HTTPS.
 	CertFile, KeyFile string
 	// Ready, when non-nil, receives the bound address once listening.
@@ -136,9 +166,12 @@ func (r *Runtime) ServeHTTP(ctx context.Context, o HTTPOptions) error {
 	if r.verifier == nil {
 		r.log.Warn("HTTP without auth: callers are not authenticated and each session is its own anonymous principal; configure auth.issuers")
 	}
-	ln, err := net.Listen("tcp", o.Addr)
-	if err != nil {
-		return err
+	ln := o.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", o.Addr); err != nil {
+			return err
+		}
 	}
 	srv := &http.Server{Handler: r.Handler(o.Path), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 	if o.Ready != nil {
@@ -152,10 +185,13 @@ func (r *Runtime) ServeHTTP(ctx context.Context, o HTTPOptions) error {
 		}
 		errc <- srv.Serve(ln)
 	}()
+	var failed error
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	case <-r.start.failed:
+		failed = r.start.err
 	}
 	// Stop accepting and let calls in flight finish; open event streams
 	// of idle sessions never end by themselves, so after a grace period
@@ -164,6 +200,7 @@ func (r *Runtime) ServeHTTP(ctx context.Context, o HTTPOptions) error {
 	defer cancel()
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(sctx) }()
+	var err error
 	select {
 	case err = <-shut:
 	case <-time.After(shutdownGrace):
@@ -178,7 +215,7 @@ func (r *Runtime) ServeHTTP(ctx context.Context, o HTTPOptions) error {
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return serr
 	}
-	return nil
+	return failed
 }
 
 // shutdownGrace is how long calls in flight get to finish at shutdown

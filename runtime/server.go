@@ -44,7 +44,7 @@ func (r *Runtime) newServer() *mcp.Server {
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "quiver", Title: "quiver MCP gateway", Version: r.deps.Version}, so)
 	s.AddReceivingMiddleware(r.rec.receive, protocol.DeclaredOnly(func() *mcp.ServerCapabilities { return so.Capabilities }),
-		r.listFilter, r.passthrough)
+		r.awaitCatalog, r.listFilter, r.passthrough)
 	s.AddSendingMiddleware(elicitSchema)
 	for _, t := range r.metaTools() {
 		switch t.Name {
@@ -179,7 +179,12 @@ func (r *Runtime) stableAnswer(req mcp.Request) bool {
 // settled reports whether every live upstream is ready: until then a
 // listing may change at any moment.
 func (r *Runtime) settled() bool {
-	for _, c := range r.clients {
+	select {
+	case <-r.start.published:
+	default:
+		return false
+	}
+	for _, c := range r.clients() {
 		if c.State().Status != upstream.StatusReady {
 			return false
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/router"
 	"github.com/quiver-mcp/quiver/runtime/guard"
+	"github.com/quiver-mcp/quiver/runtime/upstream"
 )
 
 // state is everything derived from one catalog build. It is immutable and
@@ -45,6 +46,9 @@ const listingTimeout = 15 * time.Second
 // rebuild re-lists the dirty upstreams, ingests every listing into a new
 // snapshot, builds its router and swaps the new state in.
 func (r *Runtime) rebuild(ctx context.Context) error {
+	r.buildMu.Lock()
+	defer r.buildMu.Unlock()
+	ups := r.upstreams()
 	r.mu.Lock()
 	dirty := r.dirty
 	r.dirty = map[string]bool{}
@@ -59,10 +63,15 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 		tmpl []*mcp.ResourceTemplate
 		err  error
 	}
-	results := make(chan result, len(r.upstreams))
+	results := make(chan result, len(ups))
 	var wg sync.WaitGroup
-	for _, c := range r.upstreams {
+	for _, c := range ups {
 		if !dirty[c.name()] {
+			continue
+		}
+		if c.client != nil && c.client.State().Status != upstream.StatusReady {
+			// Not connected: listing would wait for it. Its next
+			// connect marks it dirty again.
 			continue
 		}
 		wg.Add(1)
@@ -81,6 +90,17 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 	wg.Wait()
 	close(results)
 	r.mu.Lock()
+	inForce := make(map[string]bool, len(ups))
+	for _, c := range ups {
+		inForce[c.name()] = true
+	}
+	for name := range r.listings {
+		// An upstream Apply removed.
+		if !inForce[name] {
+			delete(r.listings, name)
+			delete(r.templates, name)
+		}
+	}
 	for res := range results {
 		if res.err != nil {
 			r.log.Warn("listing an upstream failed; keeping its previous listing", "upstream", res.name, "err", res.err)
@@ -103,7 +123,7 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 	// suffixes, so it must be stable across rebuilds.
 	var src catalog.Source
 	owner := map[string]*upstreamEntry{}
-	for _, c := range r.upstreams {
+	for _, c := range ups {
 		l, ok := listings[c.name()]
 		if !ok {
 			continue
@@ -154,7 +174,7 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 	}
 	old := r.state.Load()
 	next := &state{gen: old.gen + 1, snap: snap, router: rt, owner: owner, built: time.Now(), gate: gate}
-	next.exp = r.expose(old.exp, snap, owner, templates)
+	next.exp = r.expose(old.exp, snap, ups, owner, templates)
 	r.state.Store(next)
 	r.afterSwap(old, next)
 	if r.cache != nil {
@@ -201,7 +221,7 @@ func (r *Runtime) rebuildLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick:
-			for _, c := range r.upstreams {
+			for _, c := range r.upstreams() {
 				r.markDirty(c.name())
 			}
 			continue

@@ -44,6 +44,65 @@ type upstreamEntry struct {
 	// behalf: an egress allowlist or a sandbox with a net allowlist
 	// (incident mode's egress block refuses them).
 	network bool
+
+	// cfg is the configuration entry it was built from, which Apply
+	// compares with a new configuration's.
+	cfg config.Upstream
+	// client is its supervised client (nil for a static catalog); launch
+	// runs it until stop, and done is closed when it stopped.
+	client *upstream.Client
+	stop   context.CancelFunc
+	done   chan struct{}
+	// health is its phase as /healthz and tool_browse report it (nil for
+	// a static catalog).
+	health *upHealth
+}
+
+// fleet is the set of upstreams in force, in configuration order. It is
+// immutable: Apply replaces it whole.
+type fleet struct {
+	entries []*upstreamEntry
+	// clients are the supervised clients of the live entries.
+	clients []*upstream.Client
+}
+
+func newFleet(entries []*upstreamEntry) *fleet {
+	f := &fleet{entries: entries}
+	for _, e := range entries {
+		if e.client != nil {
+			f.clients = append(f.clients, e.client)
+		}
+	}
+	return f
+}
+
+// upstreams returns the entries in force.
+func (r *Runtime) upstreams() []*upstreamEntry { return r.fleet.Load().entries }
+
+// clients returns the supervised clients in force.
+func (r *Runtime) clients() []*upstream.Client { return r.fleet.Load().clients }
+
+// launch runs e's client (if it has one) until e.stop is called or the
+// runtime stops.
+func (r *Runtime) launch(e *upstreamEntry) {
+	if e.client == nil || e.done != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(r.life)
+	e.stop, e.done = cancel, make(chan struct{})
+	r.wg.Go(func() {
+		defer close(e.done)
+		_ = e.client.Run(ctx)
+	})
+}
+
+// retire stops e's client and waits until its child process is reaped.
+func (r *Runtime) retire(e *upstreamEntry) {
+	if e.stop == nil {
+		return
+	}
+	e.stop()
+	<-e.done
 }
 
 // newEntry returns the entry of upstream u served by c; exchanged tells
@@ -51,7 +110,7 @@ type upstreamEntry struct {
 func (r *Runtime) newEntry(u *config.Upstream, c conn, exchanged bool) *upstreamEntry {
 	e := &upstreamEntry{conn: c, trust: string(u.TrustLevel), risk: string(u.Risk), prefix: u.ToolPrefix,
 		tokenMode: receipts.TokenNone, workspace: u.Workspace, egress: u.Egress, sandbox: sandboxReceipt(u), strict: u.Strict(r.cfg),
-		network: u.Egress != nil || (u.Sandbox != nil && len(u.Sandbox.Net.Allow) > 0)}
+		network: u.Egress != nil || (u.Sandbox != nil && len(u.Sandbox.Net.Allow) > 0), cfg: *u}
 	switch {
 	case exchanged:
 		e.tokenMode = receipts.TokenExchanged
@@ -61,33 +120,34 @@ func (r *Runtime) newEntry(u *config.Upstream, c conn, exchanged bool) *upstream
 	return e
 }
 
-// addUpstream builds the entry of upstream u: a static catalog (from
+// newUpstream builds the entry of upstream u: a static catalog (from
 // Deps.Catalogs or its file) or a supervised live client, with its
-// credentials resolved.
-func (r *Runtime) addUpstream(u *config.Upstream) error {
+// credentials resolved. Nothing runs until launch.
+func (r *Runtime) newUpstream(u *config.Upstream) (*upstreamEntry, error) {
 	if src, ok := r.deps.Catalogs[u.Name]; ok {
-		r.addEntry(r.newEntry(u, newStaticConn(u.Name, src), false))
-		return nil
+		return r.newEntry(u, newStaticConn(u.Name, src), false), nil
 	}
 	if u.Catalog != "" {
 		src, err := catalog.LoadFile(u.Catalog)
 		if err != nil {
-			return fmt.Errorf("upstream %q: %w", u.Name, err)
+			return nil, fmt.Errorf("upstream %q: %w", u.Name, err)
 		}
-		r.addEntry(r.newEntry(u, newStaticConn(u.Name, src), false))
-		return nil
+		return r.newEntry(u, newStaticConn(u.Name, src), false), nil
 	}
 	spec, ex, err := r.specOf(u)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	name := u.Name
 	var c *upstream.Client
+	h := &upHealth{}
 	uo := upstream.Options{
 		Logger:        r.log,
 		OnListChanged: func(string) { r.markDirty(name) },
 		OnState: func(st upstream.State) {
 			r.met.upstreamState(st)
+			h.observe(st)
+			r.upstreamMoved()
 			if st.Status == upstream.StatusReady && st.Connects > 1 && r.life != nil {
 				// The running client goroutine holds r.wg, so Add is safe.
 				r.wg.Go(func() { r.resubscribe(r.life, c) })
@@ -102,7 +162,6 @@ func (r *Runtime) addUpstream(u *config.Upstream) error {
 	}
 	r.relayHooks(name, &c, &uo)
 	c = upstream.New(spec, uo)
-	r.clients = append(r.clients, c)
 	lc := liveConn{c: c, spec: spec, relay: r.relay, input: r.mrtr}
 	if u.Sessions == config.SessionsPerClient {
 		lc.perClient = r.affineClient
@@ -113,14 +172,9 @@ func (r *Runtime) addUpstream(u *config.Upstream) error {
 	if ex != nil {
 		cn = &exchangeConn{liveConn: lc, ex: ex}
 	}
-	r.addEntry(r.newEntry(u, cn, ex != nil))
-	return nil
-}
-
-// addEntry appends e in configuration order, marked for listing.
-func (r *Runtime) addEntry(e *upstreamEntry) {
-	r.upstreams = append(r.upstreams, e)
-	r.dirty[e.name()] = true
+	e := r.newEntry(u, cn, ex != nil)
+	e.client, e.health = c, h
+	return e, nil
 }
 
 // specOf resolves the transport of live upstream u: its headers and

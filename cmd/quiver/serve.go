@@ -92,6 +92,17 @@ func serve(parent context.Context, cfg *config.Config, logOut interface{ Write([
 	}
 	log := slog.New(handler)
 
+	// The port is bound before anything starts: a busy port fails at once,
+	// and /healthz answers while the upstreams come up.
+	var ln net.Listener
+	if cfg.Listen.Transport == config.TransportHTTP {
+		l, err := net.Listen("tcp", cfg.Listen.Addr)
+		if err != nil {
+			return usageError(fmt.Errorf("listen.addr %s: %w", cfg.Listen.Addr, err))
+		}
+		ln = l
+		defer ln.Close()
+	}
 	rt, err := runtime.New(cfg, runtime.Deps{Logger: log, Version: buildVersion()})
 	if err != nil {
 		return usageError(err)
@@ -102,7 +113,7 @@ func serve(parent context.Context, cfg *config.Config, logOut interface{ Write([
 	}
 	switch cfg.Listen.Transport {
 	case config.TransportHTTP:
-		o := runtime.HTTPOptions{Addr: cfg.Listen.Addr, Path: cfg.Listen.Path}
+		o := runtime.HTTPOptions{Listener: ln, Path: cfg.Listen.Path}
 		scheme := "http"
 		if cfg.Listen.TLS != nil {
 			o.CertFile, o.KeyFile, scheme = cfg.Listen.TLS.Cert, cfg.Listen.TLS.Key, "https"

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/quiver-mcp/quiver/runtime/egress"
 	"github.com/quiver-mcp/quiver/runtime/guard"
@@ -43,6 +44,7 @@ func build(t *tree, baseDir string) (*Config, error) {
 	dec.decode("", t.value, reflect.ValueOf(cfg).Elem())
 
 	c.listen(&cfg.Listen)
+	cfg.Timing.ReadyTimeout = time.Duration(cfg.Listen.ReadyTimeout)
 	cfg.StateDir = c.stateDir(cfg.StateDir)
 	c.state(&cfg.State)
 	c.upstreams(cfg.Upstreams)
@@ -216,6 +218,7 @@ func (c *checker) listen(l *Listen) {
 	if l.Sessions.MaxPerPrincipal > l.Sessions.MaxTotal {
 		c.fail("/listen/sessions/max_per_principal", "exceeds max_total")
 	}
+	c.duration("/listen/ready_timeout", l.ReadyTimeout, true)
 }
 
 // upstreams checks every upstream entry and fills in the defaults that

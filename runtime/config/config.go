@@ -389,6 +389,11 @@ type Listen struct {
 	// bearer token for /metrics and the detail of /healthz (the admin
 	// token opens them too); /metrics then refuses requests without one.
 	MetricsTokenEnv string `json:"metrics_token_env,omitempty" yaml:"metrics_token_env,omitempty"`
+	// ReadyTimeout bounds how long, after start, requests that read the
+	// catalog wait for every upstream to come up (or fail) before the
+	// first catalog is served from what is ready; Load copies it into
+	// Timing.ReadyTimeout.
+	ReadyTimeout units.Duration `json:"ready_timeout" yaml:"ready_timeout"`
 }
 
 // Sessions bounds the MCP sessions (protocol 2025-11-25 and older) an
@@ -686,6 +691,7 @@ func Default() *Config {
 			Path:               DefaultListenPath,
 			SessionIdleTimeout: DefaultSessionIdleTimeout,
 			Sessions:           Sessions{MaxPerPrincipal: DefaultMaxSessionsPerPrincipal, MaxTotal: DefaultMaxSessions},
+			ReadyTimeout:       units.Duration(DefaultReadyTimeout),
 		},
 		StateDir: sd,
 		Browse:   Browse{TopK: DefaultTopK, MaxChildren: DefaultMaxChildren},

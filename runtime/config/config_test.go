@@ -73,6 +73,7 @@ func TestFullExample(t *testing.T) {
 			SessionIdleTimeout: units.Duration(15 * time.Minute),
 			Sessions:           Sessions{MaxPerPrincipal: 8, MaxTotal: 256},
 			MetricsTokenEnv:    "QUIVER_METRICS_TOKEN",
+			ReadyTimeout:       units.Duration(3 * time.Second),
 		},
 		StateDir: "/etc/quiver/state",
 		Upstreams: []Upstream{
@@ -166,7 +167,7 @@ func TestFullExample(t *testing.T) {
 		Incident:  Incident{Persist: false, Quarantine: Quarantine{Denials: 10, Window: units.Duration(30 * time.Second)}},
 		Admin:     Admin{TokenEnv: "QUIVER_ADMIN_TOKEN", Claim: &AdminClaim{Name: "quiver_admin", Value: "true"}},
 		Log:       Log{Level: "debug", Format: "json"},
-		Timing:    DefaultTiming(),
+		Timing:    Timing{ReadyTimeout: 3 * time.Second, CallTimeout: time.Duration(DefaultCallTimeout)},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -448,6 +449,7 @@ func TestInvalid(t *testing.T) {
 		{"duration unit", "cache: {ttl: 5d}", `quiver.yaml:1:9: cache.ttl: must be a duration such as "100ms", "60s", "1h30m" or "24h"`},
 		{"duration negative", "artifacts: {ttl: -1h}", `quiver.yaml:1:13: artifacts.ttl: must be a duration such as "100ms", "60s", "1h30m" or "24h"`},
 		{"duration zero", "artifacts: {ttl: 0s}", "quiver.yaml:1:13: artifacts.ttl: must be greater than 0"},
+		{"ready timeout zero", "listen: {ready_timeout: 0s}", "quiver.yaml:1:10: listen.ready_timeout: must be greater than 0"},
 		{"session idle timeout", "listen: {session_idle_timeout: soon}",
 			`quiver.yaml:1:10: listen.session_idle_timeout: must be a duration such as "100ms", "60s", "1h30m" or "24h"`},
 		{"sessions zero", "listen: {sessions: {max_total: 0}}", "quiver.yaml:1:21: listen.sessions.max_total: must be at least 1"},
