@@ -37,6 +37,8 @@ type Imported struct {
 	Servers, Disabled int
 	// Warnings say what was moved or dropped, one line each.
 	Warnings []string
+	// Origins are the file's keys of the upstreams, in their order.
+	Origins []string
 }
 
 // LoadWith is Load for a file that may also be an MCP client's
@@ -79,9 +81,12 @@ func LoadWith(path string, o LoadOptions) (*Config, error) {
 	if env == "" {
 		env = guard.EnvDev
 	}
-	home, _ := os.UserHomeDir()
-	res, err := mcpimport.Convert(path, data, mcpimport.Options{Environment: string(env), Home: home,
-		Workspace: mcpimport.Workspace(abs), OutDir: dir, Exists: exists})
+	opts, err := mcpimport.Local(abs, dir)
+	if err != nil {
+		return nil, &Error{File: path, Msg: oneLine(err.Error()), Err: err}
+	}
+	opts.Environment = string(env)
+	res, err := mcpimport.Convert(path, data, opts)
 	if err != nil {
 		return nil, &Error{File: path, Msg: importMsg(path, err), Err: err}
 	}
@@ -91,7 +96,7 @@ func LoadWith(path string, o LoadOptions) (*Config, error) {
 		// not seen: say where to see it.
 		return nil, &Error{File: path, Msg: fmt.Sprintf("as converted from %s (see it with quiver config import %s): %s", res.Dialect, path, oneLine(err.Error())), Err: err}
 	}
-	cfg.Imported = &Imported{Dialect: string(res.Dialect), Client: res.Client, Servers: res.Servers, Disabled: res.Disabled, Warnings: res.Warnings}
+	cfg.Imported = &Imported{Dialect: string(res.Dialect), Client: res.Client, Servers: res.Servers, Disabled: res.Disabled, Warnings: res.Warnings, Origins: res.Origins}
 	return cfg, nil
 }
 
@@ -99,12 +104,6 @@ func LoadWith(path string, o LoadOptions) (*Config, error) {
 // *Error adds again.
 func importMsg(path string, err error) string {
 	return oneLine(strings.TrimPrefix(err.Error(), path+": "))
-}
-
-// exists reports whether a path exists.
-func exists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // Parse validates and resolves a configuration held in data. name is used

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -37,6 +38,32 @@ type Options struct {
 	// Exists reports whether a path exists; path arguments that exist
 	// become the sandbox's writable paths. Nil: none exists.
 	Exists func(path string) bool
+	// IsDir reports whether an existing path is a directory. Nil: none
+	// is.
+	IsDir func(path string) bool
+}
+
+// Local returns the options that place the client file at path on this
+// machine: the home directory, the file's project, the directory the YAML
+// is read from (outDir), and the file system's answers.
+func Local(path, outDir string) (Options, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Options{}, err
+	}
+	if outDir, err = filepath.Abs(outDir); err != nil {
+		return Options{}, err
+	}
+	home, _ := os.UserHomeDir()
+	return Options{Home: home, Workspace: Workspace(abs), OutDir: outDir,
+		Exists: func(p string) bool {
+			_, err := os.Stat(p)
+			return err == nil
+		},
+		IsDir: func(p string) bool {
+			st, err := os.Stat(p)
+			return err == nil && st.IsDir()
+		}}, nil
 }
 
 // Result is a converted file.
@@ -53,6 +80,9 @@ type Result struct {
 	Warnings []string
 	// Env are the environment variables the configuration reads, sorted.
 	Env []string
+	// Origins are the file's keys of the upstreams, in their order
+	// ("mcpServers.github").
+	Origins []string
 }
 
 // server is one converted entry.
@@ -153,6 +183,7 @@ func Convert(name string, data []byte, o Options) (*Result, error) {
 		}
 		names[strings.ToLower(e.key)] = e.key
 		servers = append(servers, s)
+		res.Origins = append(res.Origins, key)
 		res.Servers++
 		if s.disabled {
 			res.Disabled++
@@ -351,6 +382,15 @@ func (c *conv) local(key string, s *server, ms []member, cmdRaw json.RawMessage)
 			return err
 		}
 		argv[i] = v
+	}
+	for i := 1; i < len(argv); i++ {
+		// A relative path argument is written absolute, so that it means
+		// the same whatever the working directory quiver gives the server.
+		if a := argv[i]; !filepath.IsAbs(a) && !strings.HasPrefix(a, "~") {
+			if p, ok := c.pathArg(a); ok {
+				argv[i] = p
+			}
+		}
 	}
 	if len(argv) == 1 && strings.ContainsAny(argv[0], " \t") && !filepath.IsAbs(argv[0]) {
 		return c.fail(keyOf(key, "command"), "is one string with spaces; write the program in command and its arguments in args (no shell is involved)")

@@ -25,7 +25,8 @@ var existing = map[string]bool{
 // /work/project.
 func options(skeleton bool, env string) mcpimport.Options {
 	return mcpimport.Options{Skeleton: skeleton, Environment: env, Home: "/home/user", Workspace: "/work/project",
-		OutDir: "/work/project", Exists: func(p string) bool { return existing[p] }}
+		OutDir: "/work/project", Exists: func(p string) bool { return existing[p] },
+		IsDir: func(p string) bool { return existing[p] && filepath.Ext(p) == "" }}
 }
 
 // TestConvertGolden converts one fixture per client, written as each

@@ -119,6 +119,27 @@ func (c *conv) plan(s *server) *sandboxPlan {
 	if len(p.write) > 0 {
 		p.notes = append(p.notes, "fs.write: the existing paths among its arguments")
 	}
+	// A sandboxed server's working directory must be bound: the first
+	// writable directory when there is one, else its working directory
+	// read-only.
+	wd := s.dir
+	if wd == "" {
+		wd = c.o.OutDir
+	}
+	if wd != "" && !within(wd, p.write) && !within(wd, p.read) {
+		moved := false
+		for _, w := range p.write {
+			if c.o.IsDir != nil && c.o.IsDir(w) {
+				s.dir, moved = w, true
+				p.notes = append(p.notes, "dir: its first writable directory (a sandboxed server's working directory must be bound)")
+				break
+			}
+		}
+		if !moved {
+			p.read = append(p.read, wd)
+			p.notes = append(p.notes, wd+" is its working directory, bound read-only (a sandboxed server's must be bound): set dir to a directory it may read")
+		}
+	}
 	if network && len(p.allow) == len(hosts) {
 		p.notes = append(p.notes, "it looks like a network server: add the hosts it must reach to net.allow")
 	}
@@ -173,4 +194,16 @@ func appendNew(list []string, s string) []string {
 		return list
 	}
 	return append(list, s)
+}
+
+// within reports whether p is one of roots or under one.
+func within(p string, roots []string) bool {
+	p = filepath.Clean(p)
+	for _, r := range roots {
+		r = filepath.Clean(r)
+		if p == r || strings.HasPrefix(p, r+string(filepath.Separator)) || r == "/" {
+			return true
+		}
+	}
+	return false
 }
