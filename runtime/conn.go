@@ -102,20 +102,18 @@ func (l liveConn) begin(ctx context.Context, uc *upstream.Client, it *catalog.It
 
 func (l liveConn) name() string { return l.c.Name() }
 
-func (l liveConn) listing(ctx context.Context) (catalog.Source, error) {
-	var src catalog.Source
-	tools, err := l.c.ListTools(ctx)
-	if err != nil {
-		return src, err
-	}
+// toolDefs converts the upstream's tools to catalog definitions.
+func (l liveConn) toolDefs(tools []*mcp.Tool) ([]catalog.ToolDef, error) {
 	server := l.c.Name()
+	defs := make([]catalog.ToolDef, 0, len(tools))
 	for _, t := range tools {
 		def := catalog.ToolDef{Server: server, Name: t.Name, Title: t.Title, Description: t.Description, Meta: t.Meta}
+		var err error
 		if def.InputSchema, err = rawJSON(t.InputSchema); err != nil {
-			return src, fmt.Errorf("tool %q input schema: %w", t.Name, err)
+			return nil, fmt.Errorf("tool %q input schema: %w", t.Name, err)
 		}
 		if def.OutputSchema, err = rawJSON(t.OutputSchema); err != nil {
-			return src, fmt.Errorf("tool %q output schema: %w", t.Name, err)
+			return nil, fmt.Errorf("tool %q output schema: %w", t.Name, err)
 		}
 		if t.Annotations != nil {
 			var m map[string]any
@@ -123,7 +121,20 @@ func (l liveConn) listing(ctx context.Context) (catalog.Source, error) {
 				def.Annotations = m
 			}
 		}
-		src.Tools = append(src.Tools, def)
+		defs = append(defs, def)
+	}
+	return defs, nil
+}
+
+func (l liveConn) listing(ctx context.Context) (catalog.Source, error) {
+	var src catalog.Source
+	tools, err := l.c.ListTools(ctx)
+	if err != nil {
+		return src, err
+	}
+	server := l.c.Name()
+	if src.Tools, err = l.toolDefs(tools); err != nil {
+		return src, err
 	}
 	resources, err := l.c.ListResources(ctx)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/quiver-mcp/quiver/runtime/admin"
-	"github.com/quiver-mcp/quiver/runtime/config"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
@@ -18,21 +17,6 @@ import (
 
 // consoleFleet is the runtime as the operator console sees it (admin.Fleet).
 type consoleFleet struct{ r *Runtime }
-
-// transportOf names how quiver reaches upstream u.
-func transportOf(u *config.Upstream) string {
-	switch {
-	case len(u.Command) > 0:
-		return "stdio"
-	case u.URL != "":
-		return "http"
-	case u.SSE != "":
-		return "sse"
-	case u.Catalog != "":
-		return "catalog"
-	}
-	return "in-process"
-}
 
 // Upstreams lists the enabled upstreams in configuration order with their
 // state, catalog counts and recent calls.
@@ -73,7 +57,7 @@ func (f consoleFleet) Upstreams(_ context.Context) []admin.Upstream {
 	for _, e := range r.upstreams() {
 		name := e.name()
 		up := admin.Upstream{Name: name, Status: "ready", Trust: e.trust, Risk: e.risk, Recent: r.met.recent.Since(name, since)}
-		up.Transport = transportOf(&e.cfg)
+		up.Transport = e.cfg.Transport()
 		if e.sandbox.Mode != "" {
 			up.Sandbox = e.sandbox.Mode
 			if e.sandbox.Detail != "" {

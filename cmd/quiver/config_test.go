@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -16,6 +17,14 @@ func TestConfigCheckExample(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", "")
 	const file = "../../examples/quiver.yaml"
 	code, out, errs := runCLI(t, "config", "check", "--config", file)
+	if _, err := exec.LookPath("npx"); err != nil {
+		// The example's servers start with npx: without it the check
+		// fails, naming the first.
+		if code != 2 || !strings.Contains(errs, `upstreams[0].command[0]: "npx" is not on PATH`) {
+			t.Fatalf("without npx: exit %d: %s", code, errs)
+		}
+		t.Skip("npx not installed: the example's effective settings are not printed")
+	}
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

@@ -76,6 +76,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newReceiptsCmd())
 	root.AddCommand(newAdminCmd())
 	root.AddCommand(newVersionCmd())
+	root.AddCommand(newRegistryCmd())
 	return root
 }
 

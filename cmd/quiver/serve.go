@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -12,12 +13,14 @@ import (
 
 	"github.com/quiver-mcp/quiver/runtime"
 	"github.com/quiver-mcp/quiver/runtime/config"
+	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/spf13/cobra"
 )
 
 func newServeCmd() *cobra.Command {
 	var (
 		cfgFile, catalogFile, httpAddr   string
+		env                              string
 		gateway, proxy, direct, insecure bool
 	)
 	cmd := &cobra.Command{
@@ -30,10 +33,19 @@ func newServeCmd() *cobra.Command {
 			case cfgFile != "" && catalogFile != "":
 				return usageError(errors.New("give --config or --catalog, not both"))
 			case cfgFile != "":
-				c, err := config.Load(cfgFile)
+				switch guard.Environment(env) {
+				case "", guard.EnvDev, guard.EnvProd:
+				default:
+					return usageError(fmt.Errorf("--env must be dev or prod, not %q", env))
+				}
+				c, err := config.LoadWith(cfgFile, config.LoadOptions{Environment: guard.Environment(env)})
 				if err != nil {
 					return usageError(err)
 				}
+				if c.Imported == nil && env != "" {
+					return usageError(fmt.Errorf("--env applies to an MCP client's file; %s is quiver's own: set environment in it", cfgFile))
+				}
+				announceImport(cmd.ErrOrStderr(), cfgFile, c)
 				cfg = c
 			case catalogFile != "":
 				cfg = config.FromCatalog(catalogFile)
@@ -65,6 +77,7 @@ func newServeCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfgFile, "config", "", "configuration file (YAML or JSON)")
+	f.StringVar(&env, "env", "", "environment of an MCP client's file given to --config: dev (default) or prod")
 	f.StringVar(&catalogFile, "catalog", "", "serve a static catalog file without a configuration")
 	f.BoolVar(&gateway, "gateway", false, "gateway mode: meta-tools only, tools found with tool_browse")
 	f.BoolVar(&proxy, "proxy", false, "transparent proxy mode: every tool listed as a stripped entry")
@@ -126,6 +139,28 @@ func serve(parent context.Context, cfg *config.Config, logOut interface{ Write([
 	default:
 		log.Info("serving stdio", "mode", string(cfg.Mode))
 		return rt.ServeStdio(ctx)
+	}
+}
+
+// announceImport says on stderr that cfg comes from an MCP client's file,
+// in which environment it runs and what the conversion moved.
+func announceImport(w io.Writer, file string, cfg *config.Config) {
+	im := cfg.Imported
+	if im == nil {
+		return
+	}
+	disabled := ""
+	if im.Disabled > 0 {
+		disabled = fmt.Sprintf(", %d disabled", im.Disabled)
+	}
+	fmt.Fprintf(w, "quiver: %s is an MCP client's file (%s: %s, %d servers%s), served in environment %s", file, im.Dialect, im.Client, im.Servers, disabled, cfg.Environment)
+	if cfg.Environment == guard.EnvDev {
+		fmt.Fprintf(w, ": tools are allowed without a registry classification and no server is sandboxed; for prod: quiver config import %s --out quiver.yaml\n", file)
+	} else {
+		fmt.Fprintf(w, ": each local server in its derived sandbox, and no registry, so every tool call is denied; write a configuration with quiver config import %s --out quiver.yaml and manifests with quiver registry init\n", file)
+	}
+	for _, m := range im.Warnings {
+		fmt.Fprintf(w, "quiver: %s: %s\n", file, m)
 	}
 }
 

@@ -128,6 +128,25 @@ func (c *checker) path(ptr, p string) string {
 	return filepath.Join(c.baseDir, p)
 }
 
+// expandHome expands a leading ~ (alone or before /) and every ${HOME} in
+// one word of a command, as a shell would for the program and its path
+// arguments; MCP client files write them so. Other words are unchanged.
+func (c *checker) expandHome(ptr, a string) string {
+	tilde := a == "~" || strings.HasPrefix(a, "~/")
+	if !tilde && !strings.Contains(a, "${HOME}") {
+		return a
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || !filepath.IsAbs(home) {
+		c.fail(ptr, "uses ~ or ${HOME} but the home directory is not known ($HOME is unset)")
+		return a
+	}
+	if tilde {
+		a = home + a[1:]
+	}
+	return strings.ReplaceAll(a, "${HOME}", home)
+}
+
 // toolGlobs checks tool_id globs (path.Match syntax).
 func (c *checker) toolGlobs(ptr string, globs []string) {
 	for i, g := range globs {
@@ -277,6 +296,9 @@ func (c *checker) upstreams(us []Upstream) {
 			case len(u.Command) == 1 && strings.ContainsAny(prog, " \t") && !filepath.IsAbs(prog):
 				c.fail(ptr+"/command/0", "is one string with spaces; write the argv as a list, e.g. [npx, -y, \"@scope/server\"] (no shell is involved)")
 			}
+		}
+		for j, a := range u.Command {
+			u.Command[j] = c.expandHome(ptr+"/command/"+strconv.Itoa(j), a)
 		}
 		if has("url") {
 			c.checkURL(ptr+"/url", u.URL)

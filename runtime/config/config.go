@@ -202,6 +202,10 @@ type Config struct {
 	Admin Admin `json:"admin" yaml:"admin"`
 	Log   Log   `json:"log" yaml:"log"`
 
+	// Imported is set when the file was an MCP client's configuration
+	// (LoadWith). It is not part of Effective.
+	Imported *Imported `json:"-" yaml:"-"`
+
 	// Timing holds the runtime's timings that the file does not set: their
 	// defaults serve in production, tests shorten them. It is not part of
 	// Effective.

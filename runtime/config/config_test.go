@@ -934,3 +934,102 @@ func TestCheckTransport(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandHomeExpansion: ~ and ${HOME} in a command's words are the
+// home directory; other words and ~user are left alone.
+func TestCommandHomeExpansion(t *testing.T) {
+	t.Setenv("HOME", "/home/op")
+	cfg, err := Parse("q.yaml", []byte(`environment: dev
+upstreams:
+  - name: a
+    command: [~/bin/server, --root, "${HOME}/data", --x=~/no, ~other/x, "~", plain]
+`), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/home/op/bin/server", "--root", "/home/op/data", "--x=~/no", "~other/x", "/home/op", "plain"}
+	if got := cfg.Upstreams[0].Command; !reflect.DeepEqual(got, want) {
+		t.Fatalf("command = %q, want %q", got, want)
+	}
+	t.Setenv("HOME", "")
+	if _, err := Parse("q.yaml", []byte("environment: dev\nstate_dir: /tmp/s\nupstreams: [{name: a, command: [~/bin/server]}]\n"), t.TempDir()); err == nil ||
+		!strings.Contains(err.Error(), "upstreams[0].command[0]: uses ~ or ${HOME} but the home directory is not known") {
+		t.Fatalf("without HOME: %v", err)
+	}
+}
+
+// TestCheckPrograms: a program that is not on PATH, or a path that is not
+// an executable file, names the upstream's command; disabled upstreams
+// and other transports are not checked.
+func TestCheckPrograms(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "server"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	load := func(cmd string) *Config {
+		t.Helper()
+		cfg, err := Parse(filepath.Join(dir, "q.yaml"), []byte(`environment: dev
+upstreams:
+  - {name: off, command: [not-there-either], enabled: false}
+  - {name: web, url: "http://127.0.0.1:1/mcp"}
+  - {name: a, command: [`+cmd+`]}
+`), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	for cmd, want := range map[string]string{
+		"sh":                         "",
+		"./server":                   "",
+		filepath.Join(dir, "server"): "",
+		"no-such-program-xyz":        `upstreams[2].command[0]: "no-such-program-xyz" is not on PATH (upstream "a")`,
+		"./absent":                   `upstreams[2].command[0]: "` + filepath.Join(dir, "absent") + `" is not an executable file`,
+	} {
+		err := load(cmd).CheckPrograms(nil)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", cmd, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, ErrInvalid)):
+			t.Errorf("%s: %v, want %q", cmd, err, want)
+		}
+	}
+}
+
+// TestLoadClientFile: an MCP client's file loads converted, in dev unless
+// prod is asked for, and its errors name the file and the client's key.
+func TestLoadClientFile(t *testing.T) {
+	t.Setenv("HOME", "/home/op")
+	dir := t.TempDir()
+	path := filepath.Join(dir, ".mcp.json")
+	if err := os.WriteFile(path, []byte(`{"mcpServers": {"files": {"type": "stdio", "command": "npx", "args": ["-y", "srv", "."]},
+		"api": {"type": "http", "url": "https://api.example.com/mcp", "headers": {"Authorization": "Bearer ${API_TOKEN}"}}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Imported == nil || cfg.Imported.Client != "Claude Code" || cfg.Environment != guard.EnvDev || len(cfg.Upstreams) != 2 {
+		t.Fatalf("imported %+v environment %s", cfg.Imported, cfg.Environment)
+	}
+	if got := cfg.Upstreams[0].Command; !reflect.DeepEqual(got, []string{"npx", "-y", "srv", dir}) || cfg.Upstreams[0].Sandbox != nil {
+		t.Errorf("files: %q sandbox %v", got, cfg.Upstreams[0].Sandbox)
+	}
+	if c := cfg.Upstreams[1].Credentials; c.BearerEnv != "API_TOKEN" {
+		t.Errorf("api credentials %+v", c)
+	}
+	prod, err := LoadWith(path, LoadOptions{Environment: guard.EnvProd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb := prod.Upstreams[0].Sandbox; prod.Environment != guard.EnvProd || sb == nil || !reflect.DeepEqual(sb.FS.Write, []string{dir}) {
+		t.Errorf("prod: %s %+v", prod.Environment, sb)
+	}
+	if err := os.WriteFile(path, []byte(`{"mcpServers": {"files": {"command": "npx", "headers": {}}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); !errors.Is(err, ErrInvalid) || err.Error() != path+": mcpServers.files.headers: is only valid with url" {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -5,7 +5,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/quiver-mcp/quiver/runtime/guard"
+	"github.com/quiver-mcp/quiver/runtime/mcpimport"
 	"github.com/quiver-mcp/quiver/runtime/units"
 )
 
@@ -14,7 +17,37 @@ import (
 // inside the file are resolved against the file's directory. Every error is
 // an *Error (matching ErrInvalid); a missing file also matches
 // fs.ErrNotExist.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadWith(path, LoadOptions{}) }
+
+// LoadOptions steer LoadWith.
+type LoadOptions struct {
+	// Environment is the environment an MCP client's file is served in:
+	// guard.EnvDev when empty. It does not apply to quiver's own files,
+	// which say theirs.
+	Environment guard.Environment
+}
+
+// Imported describes a configuration converted from an MCP client's file
+// (runtime/mcpimport) rather than written for quiver.
+type Imported struct {
+	// Dialect is mcpServers or servers; Client the client it most likely
+	// comes from.
+	Dialect, Client string
+	// Servers counts the file's servers, Disabled those it disables.
+	Servers, Disabled int
+	// Warnings say what was moved or dropped, one line each.
+	Warnings []string
+	// Origins are the file's keys of the upstreams, in their order.
+	Origins []string
+}
+
+// LoadWith is Load for a file that may also be an MCP client's
+// configuration: the mcpServers JSON of Claude Desktop, Cursor, Claude
+// Code and Windsurf, or VS Code's servers JSON. Such a file is converted
+// as `quiver config import` would (without the skeleton's registry) and
+// served in o.Environment, dev by default; Config.Imported then describes
+// it.
+func LoadWith(path string, o LoadOptions) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, &Error{File: path, Msg: "cannot open: " + oneLine(unwrapPathError(err).Error()), Err: err}
@@ -40,7 +73,37 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, &Error{File: path, Msg: "cannot resolve the file's directory: " + oneLine(err.Error()), Err: err}
 	}
-	return Parse(path, data, filepath.Dir(abs))
+	dir := filepath.Dir(abs)
+	if mcpimport.Detect(data) == "" {
+		return Parse(path, data, dir)
+	}
+	env := o.Environment
+	if env == "" {
+		env = guard.EnvDev
+	}
+	opts, err := mcpimport.Local(abs, dir)
+	if err != nil {
+		return nil, &Error{File: path, Msg: oneLine(err.Error()), Err: err}
+	}
+	opts.Environment = string(env)
+	res, err := mcpimport.Convert(path, data, opts)
+	if err != nil {
+		return nil, &Error{File: path, Msg: importMsg(path, err), Err: err}
+	}
+	cfg, err := Parse(path, res.YAML, dir)
+	if err != nil {
+		// The positions are in the converted YAML, which the user has
+		// not seen: say where to see it.
+		return nil, &Error{File: path, Msg: fmt.Sprintf("as converted from %s (see it with quiver config import %s): %s", res.Dialect, path, oneLine(err.Error())), Err: err}
+	}
+	cfg.Imported = &Imported{Dialect: string(res.Dialect), Client: res.Client, Servers: res.Servers, Disabled: res.Disabled, Warnings: res.Warnings, Origins: res.Origins}
+	return cfg, nil
+}
+
+// importMsg is an import error's message without the file name the
+// *Error adds again.
+func importMsg(path string, err error) string {
+	return oneLine(strings.TrimPrefix(err.Error(), path+": "))
 }
 
 // Parse validates and resolves a configuration held in data. name is used

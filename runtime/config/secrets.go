@@ -8,6 +8,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/quiver-mcp/quiver/runtime/secretname"
 )
 
 // ErrCredential is matched (with errors.Is) by the errors of
@@ -19,55 +21,16 @@ var ErrCredential = errors.New("credential unavailable")
 // maxTokenFile bounds a bearer_file.
 const maxTokenFile = 64 << 10
 
-// normKey lower-cases k and drops '_', '-' and '.'.
-func normKey(k string) string {
-	return strings.Map(func(r rune) rune {
-		switch r {
-		case '_', '-', '.':
-			return -1
-		}
-		if r >= 'A' && r <= 'Z' {
-			return r + 'a' - 'A'
-		}
-		return r
-	}, k)
-}
+// normKey lower-cases k and drops '_', '-' and '.' (secretname.Normalize).
+func normKey(k string) string { return secretname.Normalize(k) }
 
 // looksSecretKey reports whether a configuration key (or URL query
-// parameter) names a secret: token, bearer, password, secret, api_key, ...
-func looksSecretKey(k string) bool {
-	n := normKey(k)
-	switch n {
-	case "key", "auth", "pat", "pass", "pwd", "credential", "credentials":
-		return true
-	}
-	for _, s := range []string{"token", "bearer", "password", "passwd", "secret", "apikey", "privatekey", "accesskey", "authorization", "cookie"} {
-		if strings.Contains(n, s) {
-			return true
-		}
-	}
-	return false
-}
+// parameter) names a secret (secretname.Key).
+func looksSecretKey(k string) bool { return secretname.Key(k) }
 
 // looksSecretEnvName reports whether an environment variable name reads
-// like a secret (GITHUB_TOKEN, DB_PASSWORD, OPENAI_API_KEY, ...).
-func looksSecretEnvName(k string) bool {
-	parts := strings.FieldsFunc(strings.ToUpper(k), func(r rune) bool { return r == '_' })
-	for i, p := range parts {
-		switch p {
-		case "TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "CREDENTIAL", "CREDENTIALS", "PAT", "BEARER", "COOKIE":
-			return true
-		case "KEY":
-			if i > 0 {
-				switch parts[i-1] {
-				case "API", "ACCESS", "PRIVATE", "SECRET", "SIGNING", "ENCRYPTION", "CLIENT":
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
+// like a secret (secretname.EnvName).
+func looksSecretEnvName(k string) bool { return secretname.EnvName(k) }
 
 // envRef reports whether v is a whole-value reference ${NAME} and returns
 // NAME.
@@ -79,21 +42,7 @@ func envRef(v string) (string, bool) {
 }
 
 // validEnvName reports whether s is [A-Za-z_][A-Za-z0-9_]*.
-func validEnvName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
-		case c >= '0' && c <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+func validEnvName(s string) bool { return secretname.ValidEnvName(s) }
 
 // lookup returns the value of the environment variable name, or an error
 // that names it (and never shows a value).

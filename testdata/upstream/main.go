@@ -86,6 +86,7 @@ type config struct {
 	ignoreTerm bool
 	maxProto   string
 	extras     bool
+	drift      bool
 	askPrims   bool
 	openEcho   bool
 }
@@ -134,6 +135,7 @@ func main() {
 	flag.StringVar(&cfg.maxProto, "max-protocol", "", "newest MCP protocol version to offer, e.g. 2025-11-25 to behave like the Node servers (default: all the go-sdk supports)")
 	flag.BoolVar(&cfg.openEcho, "open-echo", false, "give echo a schema that does not forbid undeclared arguments (no additionalProperties), as many servers do")
 	flag.BoolVar(&cfg.askPrims, "ask-primitives", false, "add the prompt interview and the resource test://secret, which ask for input the multi-round-trip way")
+	flag.BoolVar(&cfg.drift, "drift", false, "change the tool list as a server upgrade would: fail removed, echo with one more input property, and a destructive tool wipe added")
 	flag.BoolVar(&cfg.extras, "extras", false, "add the tools sample, elicit, log and touch, the resource template test://items/{id}, completions and resource subscriptions")
 	flag.Parse()
 
@@ -203,6 +205,9 @@ func run(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer)
 	a.server = mcp.NewServer(&mcp.Implementation{Name: cfg.name, Version: cfg.version}, opts)
 	a.server.AddReceivingMiddleware(a.recordMiddleware)
 	a.addTools()
+	if a.cfg.drift {
+		a.addDrift()
+	}
 	a.addResourcesAndPrompts()
 	if cfg.askPrims {
 		a.addAskPrimitives()
@@ -362,6 +367,26 @@ func (a *app) record(fields map[string]any) {
 
 func textResult(text string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// addDrift changes the tools as an upgrade of the server would (-drift).
+func (a *app) addDrift() {
+	a.server.RemoveTools("fail")
+	mcp.AddTool(a.server, &mcp.Tool{Name: "echo", Description: "Echo the given text back."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoDriftIn) (*mcp.CallToolResult, any, error) {
+			return textResult(in.Prefix + in.Text), nil, nil
+		})
+	destructive := true
+	mcp.AddTool(a.server, &mcp.Tool{Name: "wipe", Description: "Delete every record (destructive; it only says so).",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &destructive}},
+		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			return textResult("wiped"), nil, nil
+		})
+}
+
+type echoDriftIn struct {
+	Text   string `json:"text" jsonschema:"the text to echo back"`
+	Prefix string `json:"prefix,omitempty" jsonschema:"prepended to the text"`
 }
 
 type echoIn struct {

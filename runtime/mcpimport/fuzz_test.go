@@ -1,0 +1,38 @@
+package mcpimport
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzConvert: any input converts or fails with an *Error, never a panic,
+// and a converted file's YAML is produced.
+func FuzzConvert(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*/*.json")
+	more, _ := filepath.Glob("testdata/*/.*/*.json")
+	dot, _ := filepath.Glob("testdata/*/.mcp.json")
+	for _, p := range append(append(files, more...), dot...) {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(`{"servers": {"a": {"url": "https://h/${input:x}", "headers": {"A": "b ${env:C}"}}}, "inputs": [{"id": "x"}]}`))
+	f.Add([]byte(`{/* c */ "mcpServers": {"a": {"command": "~/x", "args": ["${", "./a.js", "http://h:1/"]}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o := Options{Skeleton: true, Environment: "prod", Home: "/h", Workspace: "/w", OutDir: "/o", Exists: func(string) bool { return true }}
+		res, err := Convert("f.json", data, o)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v is not an *Error", err)
+			}
+			return
+		}
+		if len(res.YAML) == 0 {
+			t.Fatal("no YAML")
+		}
+		_ = Detect(data)
+	})
+}
