@@ -89,16 +89,13 @@ func (r *Runtime) loadRegistry() (*guard.Registry, error) {
 		load = func() (*guard.Registry, error) { return guard.LoadRegistry(globs) }
 	}
 	if load == nil {
-		return guard.NewRegistry()
+		return guard.NewRegistry(r.cliManifests...)
 	}
 	reg, err := load()
 	if err != nil {
 		return nil, err
 	}
-	if reg == nil {
-		return guard.NewRegistry()
-	}
-	return reg, nil
+	return reg.Extend(r.cliManifests...)
 }
 
 // pinRegistry loads the registry and pins it in the connector layer, and

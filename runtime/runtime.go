@@ -117,7 +117,10 @@ type Runtime struct {
 	// The execute path: the connector layer pinned at Start, the
 	// idempotency records (open when the pinned registry has write tools),
 	// the dispatch controls, and the compiled tool_call schema.
-	connector     *guard.Connector
+	connector *guard.Connector
+	// cliManifests classify the tools of cli upstreams; they join the
+	// registry files wherever the registry is loaded.
+	cliManifests  []*guard.Manifest
 	idem          *guard.IdempotencyStore
 	cache         *controls.Cache[*mcp.CallToolResult]
 	limiter       *controls.RateLimiter

@@ -37,6 +37,8 @@ type upstreamEntry struct {
 	egress    *config.Egress
 	// sandbox is the isolation its calls' receipts record.
 	sandbox receipts.Sandbox
+	// policies are its output_policies, the more specific first.
+	policies []toolPolicy
 }
 
 // newEntry returns the entry of upstream u served by c; exchanged tells
@@ -53,10 +55,26 @@ func newEntry(u *config.Upstream, c conn, exchanged bool) *upstreamEntry {
 	return e
 }
 
-// addUpstream builds the entry of upstream u: a static catalog (from
-// Deps.Catalogs or its file) or a supervised live client, with its
-// credentials resolved.
+// addUpstream builds the entry of upstream u, with its output policies.
 func (r *Runtime) addUpstream(u *config.Upstream) error {
+	pols, err := compilePolicies(u)
+	if err != nil {
+		return err
+	}
+	if err := r.addConn(u); err != nil {
+		return err
+	}
+	r.upstreams[len(r.upstreams)-1].policies = pols
+	return nil
+}
+
+// addConn builds the connection of upstream u: a static catalog (from
+// Deps.Catalogs or its file), a cli upstream, or a supervised live client,
+// with its credentials resolved.
+func (r *Runtime) addConn(u *config.Upstream) error {
+	if u.CLI != nil {
+		return r.addCLIUpstream(u)
+	}
 	if src, ok := r.deps.Catalogs[u.Name]; ok {
 		r.addEntry(newEntry(u, newStaticConn(u.Name, src), false))
 		return nil
