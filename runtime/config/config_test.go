@@ -121,7 +121,7 @@ func TestFullExample(t *testing.T) {
 				ConnectTimeout: DefaultConnectTimeout, CallTimeout: DefaultCallTimeout,
 				ToolPrefix: "repo__", Enabled: true,
 				OutputPolicies: map[string]map[string]string{"*": {"**": "allow", "**.email": "mask", "secrets": "redact"}},
-				Sandbox: &Sandbox{FS: SandboxFS{Read: []string{"/srv/repo"}}, Limits: SandboxLimits{Memory: 1 << 30, Processes: 256, OpenFiles: 1024, CPUTime: units.Duration(time.Hour)}},
+				Sandbox:        &Sandbox{FS: SandboxFS{Read: []string{"/srv/repo"}}, Limits: SandboxLimits{Memory: 1 << 30, Processes: 256, OpenFiles: 1024, CPUTime: units.Duration(time.Hour)}},
 			},
 			{
 				Name: "vendor", Command: []string{"/opt/vendor/bin/mcp"}, Dir: "/etc/quiver",
