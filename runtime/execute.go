@@ -137,6 +137,11 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	it, ok := lookupTool(st, a.ToolID)
 	if !ok || it.Kind != toolid.KindTool {
 		toolReceipt(ctx) // unclassified; the stage is registry
+		if c := callerOf(ctx); c != nil {
+			// The id asked for, so that an audit finds the attempt
+			// (receipts cap it).
+			c.rc.MCP.ToolID = a.ToolID
+		}
 		return nil, newError(CodeHydrateFailed, "no tool with id %q in the current catalog", a.ToolID).withPath("tool_id")
 	}
 	r.recordItem(ctx, st, it)
