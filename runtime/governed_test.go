@@ -287,3 +287,70 @@ func TestCLIManifestErrorsAtStart(t *testing.T) {
 		t.Fatalf("prod without a sandbox: %v", err)
 	}
 }
+
+// TestOutputPolicyContent: without structured content, JSON text is
+// filtered field by field and other content is withheld, unless the policy
+// allows everything.
+func TestOutputPolicyContent(t *testing.T) {
+	text := func(s string) json.RawMessage {
+		b, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": s}}})
+		return b
+	}
+	src := catalog.Source{Tools: []catalog.ToolDef{
+		{Name: "json_text", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`), Result: text(`{"user":"ada","token":"s3cr3t-token"}`)},
+		{Name: "plain_text", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`), Result: text("token s3cr3t-token")},
+		{Name: "open_text", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`), Result: text("token visible")},
+	}}
+	u := newUpstream("svc")
+	u.OutputPolicies = map[string]map[string]string{"*_text": {"user": "allow"}, "open_text": {"**": "allow"}}
+	dir := t.TempDir()
+	rt, cs := startRuntime(t, setup(t, config.ModeGateway, []testUpstream{{cfg: u, src: &src}}, func(r *rig) { r.cfg.StateDir = dir }))
+	for name, want := range map[string]string{"json_text": `{\"user\":\"ada\"}`, "plain_text": withheldNote, "open_text": "token visible"} {
+		res, env := call(t, cs, ToolExecute, map[string]any{"tool_id": toolID(t, rt, "svc", name), "args": map[string]any{}})
+		b, _ := json.Marshal(res)
+		if res.IsError || strings.Contains(string(b), "s3cr3t") || !strings.Contains(string(b), want) {
+			t.Errorf("%s: %s (%v)", name, b, env)
+		}
+	}
+	rs := toolReceipts(t, rt, dir, toolID(t, rt, "svc", "json_text"))
+	if len(rs) != 1 || rs[0].Tool == nil || strings.Join(rs[0].Tool.RedactedPaths, ",") != "content[0].token" {
+		t.Errorf("json_text receipt %+v", rs)
+	}
+	rs = toolReceipts(t, rt, dir, toolID(t, rt, "svc", "plain_text"))
+	if len(rs) != 1 || rs[0].Tool == nil || strings.Join(rs[0].Tool.RedactedPaths, ",") != "content[0]" {
+		t.Errorf("plain_text receipt %+v", rs)
+	}
+}
+
+// TestCLIPermissionsFromClaims: a principal's token claims grant
+// permissions ("permissions" array, "scope" string), as the configuration
+// does.
+func TestCLIPermissionsFromClaims(t *testing.T) {
+	dir := t.TempDir()
+	writeManifest(t, dir, "echo", "name: echo_message\ndescription: d\nclass: read\npermissions: [demo:read, demo:echo]\n"+
+		"input: {type: object, properties: {message: {type: string}}, additionalProperties: false}\ncommand: echo\nargs: [{arg: message}]\n")
+	for _, tc := range []struct {
+		claims map[string]any
+		ok     bool
+	}{
+		{map[string]any{"permissions": []any{"demo:read", "demo:echo"}}, true},
+		{map[string]any{"scope": "demo:read demo:echo"}, true},
+		{map[string]any{"permissions": []any{"demo:read"}, "scope": "demo:echo"}, true},
+		{map[string]any{"permissions": []any{"demo:read"}}, false},
+		{nil, false},
+	} {
+		u := newUpstream("tools")
+		u.CLI = &config.CLI{Manifests: []string{filepath.Join(dir, "*.yaml")}, AllowedCommands: []string{"echo"}}
+		rt, cs := startRuntime(t, setup(t, config.ModeGateway, []testUpstream{{cfg: u}}, func(r *rig) {
+			r.cfg.Auth.Local.Sub, r.cfg.Auth.Local.Claims = "tester", tc.claims
+		}))
+		args := map[string]any{"tool_id": toolID(t, rt, "tools", "echo_message"), "args": map[string]any{"message": "hi"}}
+		if tc.ok {
+			if res, env := call(t, cs, ToolExecute, args); res.IsError {
+				t.Errorf("claims %v: %v", tc.claims, env)
+			}
+		} else {
+			wantError(t, cs, ToolExecute, args, codes.PermissionMissing)
+		}
+	}
+}
