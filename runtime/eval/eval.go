@@ -205,8 +205,8 @@ type harness struct {
 	// sandbox is the sandbox mode the receipts of the repo's tools must
 	// record.
 	sandbox string
-	cs                   *mcp.ClientSession
-	ids                  map[string]string
+	cs      *mcp.ClientSession
+	ids     map[string]string
 }
 
 // start lays out the work directory (sample repository, example tools,
