@@ -443,3 +443,32 @@ func TestPrimitiveDuplicates(t *testing.T) {
 		t.Fatal("a later duplicate replaced the first definition")
 	}
 }
+
+func TestValidateOutput(t *testing.T) {
+	src := Source{Tools: []ToolDef{
+		{Server: "s", Name: "typed", OutputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`)},
+		{Server: "s", Name: "untyped"},
+	}}
+	snap, _, err := Ingest(src, Options{Cards: cards(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*Item{}
+	for _, it := range snap.Items(toolid.KindTool) {
+		byName[it.UpstreamName] = it
+	}
+	typed := byName["typed"]
+	if err := typed.ValidateOutput(map[string]any{"n": 3.0}); err != nil {
+		t.Errorf("valid output: %v", err)
+	}
+	for _, bad := range []any{map[string]any{"n": "x"}, map[string]any{}, "text"} {
+		err := typed.ValidateOutput(bad)
+		var ae *ArgsError
+		if !errors.Is(err, ErrOutputInvalid) || !errors.As(err, &ae) {
+			t.Errorf("ValidateOutput(%v) = %v", bad, err)
+		}
+	}
+	if err := byName["untyped"].ValidateOutput("anything"); err != nil {
+		t.Errorf("a tool without outputSchema: %v", err)
+	}
+}

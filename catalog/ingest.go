@@ -243,7 +243,7 @@ func (in *ingester) tools(defs []ToolDef) {
 		w := work[i]
 		d := w.def
 		it := &Item{ID: key, Canonical: w.id, Kind: toolid.KindTool, Server: d.Server, Namespace: w.id.Namespace,
-			UpstreamName: d.Name, Tool: d, schemaOK: w.input.compiled != nil, inputRaw: w.raw, validator: &lazyValidator{}}
+			UpstreamName: d.Name, Tool: d, schemaOK: w.input.compiled != nil, inputRaw: w.raw, validator: &lazyValidator{}, output: &lazyValidator{}}
 		base := Finding{Kind: toolid.KindTool, Server: d.Server, Name: d.Name, ID: key}
 		flag := func(sev Severity, code, msg string) {
 			f := base

@@ -47,6 +47,8 @@ type Item struct {
 	schemaOK  bool
 	inputRaw  json.RawMessage // the checked input schema ({"type":"object"} when absent)
 	validator *lazyValidator  // shared by copies of the item
+	// output compiles the output schema on first use (shared by copies).
+	output *lazyValidator
 }
 
 // lazyValidator compiles an item's input schema once, on first use.
@@ -91,6 +93,40 @@ func (it *Item) ValidateArgs(args any) error {
 		return err
 	}
 	return validate(sch, args)
+}
+
+// ErrOutputInvalid is matched (errors.Is) by ValidateOutput's refusals.
+var ErrOutputInvalid = errors.New("the result does not follow the tool's outputSchema")
+
+// ValidateOutput validates a tool result's structured content (a decoded
+// JSON value) against the tool's outputSchema. A tool without one accepts
+// anything; an outputSchema that failed ingest checks accepts nothing. The
+// error wraps ErrOutputInvalid and an *ArgsError listing the findings
+// (paths into the structured content).
+func (it *Item) ValidateOutput(structured any) error {
+	if it.Tool == nil || len(it.Tool.OutputSchema) == 0 {
+		return nil
+	}
+	v := it.output
+	if v == nil {
+		// An item built outside ingest: compile every time.
+		v = &lazyValidator{}
+	}
+	v.once.Do(func() {
+		c := checkSchema(it.Tool.OutputSchema, SchemaLimits{MaxBytes: len(it.Tool.OutputSchema), MaxDepth: maxInt, MaxProperties: maxInt})
+		if c.compiled == nil {
+			v.err = fmt.Errorf("%s: outputSchema: %s: %w", it.ID, c.msg, ErrSchemaInvalid)
+			return
+		}
+		v.sch = c.compiled
+	})
+	if v.err != nil {
+		return fmt.Errorf("%w: %w", ErrOutputInvalid, v.err)
+	}
+	if err := validate(v.sch, structured); err != nil {
+		return fmt.Errorf("%w: %w", ErrOutputInvalid, err)
+	}
+	return nil
 }
 
 // InputSchema returns the input schema decoded afresh from its raw bytes

@@ -135,9 +135,17 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	st := r.state.Load() // one state for the whole call (spec 003 §4.6)
 	it, e := r.resolveTool(ctx, st, a.ToolID)
 	if e != nil {
+		toolReceipt(ctx) // unclassified; the stage is registry
+		if c := callerOf(ctx); c != nil && c.rc.MCP.ToolID == "" {
+			// The id asked for, so that an audit finds the attempt
+			// (receipts cap it); a concealed tool's receipt already
+			// names it.
+			c.rc.MCP.ToolID = a.ToolID
+		}
 		return nil, e
 	}
 	r.recordItem(ctx, st, it)
+	recordClass(ctx, st, it)
 	var repairs []string
 	raw := a.Args
 	if r.cfg.TolerantArgs {
@@ -193,6 +201,15 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 		}
 	}
 
+	// Permissions (spec 002 §1.6): a cli manifest's permissions, with
+	// allow_destructive and its elevation rule.
+	man := manifestOf(st, it)
+	if man != nil {
+		if e := v.record("permissions", false, r.checkPermissions(ctx, ss, man, args)); e != nil {
+			return deny(e)
+		}
+	}
+
 	// Front door: the class comes from the registry, never from the caller.
 	dec, checks := st.gate.Check(call)
 	if e := v.guards(checks); e != nil {
@@ -209,6 +226,17 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	}
 	if e := r.checkStrictArgs(ctx, st, it, args, v); e != nil {
 		return deny(e)
+	}
+	// A cli tool's argv template places only what it may (no option
+	// injection); checked on valid arguments only.
+	if man != nil {
+		var ae *Error
+		if verr == nil {
+			ae = checkArgv(st, it, args)
+		}
+		if e := v.record("argv", verr != nil, ae); e != nil {
+			return deny(e)
+		}
 	}
 	// Connector: the pinned registry, and the documents the call writes.
 	adm, checks := r.connector().Admit(call, dec)
@@ -373,6 +401,14 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 			return nil, e
 		}
 	}
+	// Output validation and the output policy, before the firewall and
+	// anything stored (idempotency records, artifacts) sees the result.
+	res, gov, ge := r.governOutput(st, it, res)
+	if ge != nil {
+		complete(storedOutcome{Error: ge})
+		return nil, ge
+	}
+	recordGoverned(ctx, gov)
 	fres := toFirewall(res.Content, res.StructuredContent, res.IsError)
 	verbatim := direct && r.verbatim(it, res)
 	var env firewall.Envelope
@@ -389,6 +425,7 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 	env.Provenance.CacheHit = hit
 	env.Provenance.ArgRepairs = repairs
 	env.Effect = newEffect(adm, readDocs, readBytes)
+	recordEffect(ctx, env.Effect)
 	if adm.Class == guard.ClassWrite {
 		// The audit line of a write (spec 000 §9.2.2 rule 5): class and
 		// document hashes, never the content.

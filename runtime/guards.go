@@ -105,17 +105,20 @@ func (r *Runtime) loadRegistry(globs []string) (*guard.Registry, error) {
 	if load == nil && len(globs) > 0 {
 		load = func() (*guard.Registry, error) { return guard.LoadRegistry(globs) }
 	}
+	var cli []*guard.Manifest
+	for _, e := range r.upstreams() {
+		if e.manifest != nil {
+			cli = append(cli, e.manifest)
+		}
+	}
 	if load == nil {
-		return guard.NewRegistry()
+		return guard.NewRegistry(cli...)
 	}
 	reg, err := load()
 	if err != nil {
 		return nil, err
 	}
-	if reg == nil {
-		return guard.NewRegistry()
-	}
-	return reg, nil
+	return reg.Extend(cli...)
 }
 
 // pinRegistry loads the registry from globs and pins it in a connector

@@ -166,6 +166,14 @@ func (rec *recorder) write(c *caller, res mcp.Result, e *Error, took time.Durati
 		}
 	}
 	rc.Outcome.DurationMS = float64(took.Microseconds()) / 1000
+	if rc.Tool != nil {
+		switch {
+		case e != nil:
+			rc.Tool.DenialStage = stageOf(e.Code)
+		case isToolError(res):
+			rc.Tool.DenialStage = receipts.StageExecution
+		}
+	}
 	code := "ok"
 	switch {
 	case e != nil:

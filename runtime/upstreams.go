@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/runtime/config"
+	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
 	qstate "github.com/quiver-mcp/quiver/runtime/state"
 	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
@@ -56,6 +57,11 @@ type upstreamEntry struct {
 	// health is its phase as /healthz and tool_browse report it (nil for
 	// a static catalog).
 	health *upHealth
+	// policies are its output_policies, the more specific first.
+	policies []toolPolicy
+	// manifest classifies a cli upstream's tools (nil for the others);
+	// it joins the registry files wherever the registry is loaded.
+	manifest *guard.Manifest
 }
 
 // fleet is the set of upstreams in force, in configuration order. It is
@@ -120,10 +126,28 @@ func (r *Runtime) newEntry(u *config.Upstream, c conn, exchanged bool) *upstream
 	return e
 }
 
-// newUpstream builds the entry of upstream u: a static catalog (from
-// Deps.Catalogs or its file) or a supervised live client, with its
-// credentials resolved. Nothing runs until launch.
+// newUpstream builds the entry of upstream u with its output policies:
+// a static catalog (from Deps.Catalogs or its file), a cli upstream, or a
+// supervised live client, with its credentials resolved. Nothing runs
+// until launch.
 func (r *Runtime) newUpstream(u *config.Upstream) (*upstreamEntry, error) {
+	pols, err := compilePolicies(u)
+	if err != nil {
+		return nil, err
+	}
+	e, err := r.newConn(u)
+	if err != nil {
+		return nil, err
+	}
+	e.policies = pols
+	return e, nil
+}
+
+// newConn builds the entry of upstream u around its connection.
+func (r *Runtime) newConn(u *config.Upstream) (*upstreamEntry, error) {
+	if u.CLI != nil {
+		return r.newCLIUpstream(u)
+	}
 	if src, ok := r.deps.Catalogs[u.Name]; ok {
 		return r.newEntry(u, newStaticConn(u.Name, src), false), nil
 	}

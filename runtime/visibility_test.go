@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -217,8 +218,19 @@ func hiddenCluster(t *testing.T, rt *Runtime) string {
 // they were asked about are replaced.
 func sameAnswer(t *testing.T, what string, hidden map[string]any, hiddenName string, missing map[string]any, missingName string) {
 	t.Helper()
-	h, _ := json.Marshal(hidden)
-	m, _ := json.Marshal(missing)
+	// "Did you mean" ranks the visible ids by their likeness to the name
+	// asked for, so it differs between two names; it must never offer
+	// the hidden item, and is otherwise left out of the comparison.
+	details, _ := hidden["details"].(map[string]any)
+	if dm, ok := details["did_you_mean"].([]any); ok {
+		for _, id := range dm {
+			if id == hiddenName {
+				t.Fatalf("%s: the answer for a hidden item suggests it: %v", what, hidden)
+			}
+		}
+	}
+	h, _ := json.Marshal(withoutSuggestions(hidden))
+	m, _ := json.Marshal(withoutSuggestions(missing))
 	hs := strings.ReplaceAll(string(h), hiddenName, "NAME")
 	ms := strings.ReplaceAll(string(m), missingName, "NAME")
 	if hs != ms {
@@ -360,4 +372,24 @@ func TestProdHidesUnclassified(t *testing.T) {
 	if res, m := call(t, cs, ToolHydrate, map[string]any{"tool_id": whoami}); res.IsError {
 		t.Fatalf("dev hides the unclassified tool: %v", m)
 	}
+}
+
+// withoutSuggestions is an error answer without its "did you mean" part.
+func withoutSuggestions(m map[string]any) map[string]any {
+	out := maps.Clone(m)
+	if msg, ok := out["message"].(string); ok {
+		if i := strings.Index(msg, "; did you mean "); i >= 0 {
+			out["message"] = msg[:i]
+		}
+	}
+	if d, ok := out["details"].(map[string]any); ok {
+		d = maps.Clone(d)
+		delete(d, "did_you_mean")
+		if len(d) == 0 {
+			delete(out, "details")
+		} else {
+			out["details"] = d
+		}
+	}
+	return out
 }

@@ -39,3 +39,10 @@ var Policy []byte
 //
 //go:embed receipt.schema.json
 var Receipt []byte
+
+// CLITool is schemas/cli_tool.schema.json: the manifest of one governed
+// command-line tool of a cli upstream (see runtime/upstream/cli). Treat it
+// as read-only.
+//
+//go:embed cli_tool.schema.json
+var CLITool []byte

@@ -73,6 +73,14 @@ const (
 	RegistryVersionMismatch      = "REGISTRY_VERSION_MISMATCH"
 )
 
+// Codes of governed tools (spec 002): cli upstreams, output validation and
+// the permission engine.
+const (
+	CliArgRefused     = "CLI_ARG_REFUSED"
+	OutputInvalid     = "OUTPUT_INVALID"
+	PermissionMissing = "PERMISSION_MISSING"
+)
+
 // Codes of server-to-client requests (sampling, elicitation) relayed from
 // an upstream to a client, and of tool results that are errors.
 const (
@@ -270,6 +278,13 @@ var table = []Info{
 		Description: "receipts only: a relayed request reached the client, which answered with an error or not at all"},
 	{Code: ToolError, Origin: Upstream, Receipt: AllowError,
 		Description: "receipts only: the upstream tool answered with a result whose isError is true"},
+
+	{Code: CliArgRefused, Origin: Quiver, Receipt: Deny, JSONRPC: invalidParams,
+		Description: "a cli tool's argv template refused a validated value: one that begins with '-' where an option could be read (the manifest puts no \"--\" before it and joins it to no prefix), a NUL byte, an object, or a command line over 128 KiB; nothing ran"},
+	{Code: OutputInvalid, Origin: Quiver, Receipt: AllowError, JSONRPC: internalError,
+		Description: "the tool's result does not follow its outputSchema, or a cli tool's output is not what its parser reads; the result is withheld (logged and receipted, never shown)"},
+	{Code: PermissionMissing, Origin: Quiver, Receipt: Deny, JSONRPC: invalidParams,
+		Description: "the caller lacks a permission the tool needs: its manifest's permissions, allow_destructive for a destructive tool, or the elevated permissions its elevation rule asks for these arguments; details.missing lists them"},
 
 	{Code: MethodNotFound, Origin: Quiver, Receipt: Deny, JSONRPC: jsonrpc.CodeMethodNotFound,
 		Description: "receipts only: the go-sdk refused a method it does not know"},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/quiver-mcp/quiver/runtime/egress"
 	"github.com/quiver-mcp/quiver/runtime/guard"
+	"github.com/quiver-mcp/quiver/runtime/outpolicy"
 	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 	"github.com/quiver-mcp/quiver/runtime/units"
 	"github.com/quiver-mcp/quiver/toolid"
@@ -274,14 +275,14 @@ func (c *checker) upstreams(us []Upstream) {
 		}
 
 		var set []string
-		for _, key := range []string{"command", "url", "sse", "catalog"} {
+		for _, key := range []string{"command", "url", "sse", "catalog", "cli"} {
 			if has(key) {
 				set = append(set, key)
 			}
 		}
 		switch len(set) {
 		case 0:
-			c.fail(ptr, "needs one of command, url, sse or catalog")
+			c.fail(ptr, "needs one of command, url, sse, catalog or cli")
 		case 1:
 		default:
 			c.fail(ptr+"/"+set[1], "%s and %s are mutually exclusive: an upstream has exactly one transport", set[0], set[1])
@@ -308,6 +309,24 @@ func (c *checker) upstreams(us []Upstream) {
 		}
 		if has("catalog") {
 			u.Catalog = c.path(ptr+"/catalog", u.Catalog)
+		}
+		if u.CLI != nil {
+			for i, g := range u.CLI.Manifests {
+				gp := ptr + "/cli/manifests/" + strconv.Itoa(i)
+				u.CLI.Manifests[i] = c.path(gp, g)
+				if _, err := filepath.Match(u.CLI.Manifests[i], ""); err != nil {
+					c.fail(gp, "is not a valid glob: %v", err)
+				}
+			}
+		}
+		for g, rules := range u.OutputPolicies {
+			gp := ptr + "/output_policies/" + escapeToken(g)
+			if _, err := path.Match(g, ""); err != nil {
+				c.fail(gp, "is not a valid tool name glob: %v", err)
+			}
+			if err := checkOutputPolicy(rules); err != nil {
+				c.fail(gp, "%s", oneLine(err.Error()))
+			}
 		}
 		if has("env") && !command {
 			c.fail(ptr+"/env", "is only valid with command")
@@ -357,7 +376,7 @@ func (c *checker) upstreams(us []Upstream) {
 			c.egress(ptr+"/egress", u.Egress)
 		}
 		if u.Sandbox != nil {
-			c.sandbox(ptr+"/sandbox", u.Sandbox, command)
+			c.sandbox(ptr+"/sandbox", u.Sandbox, command || u.CLI != nil)
 		}
 	}
 }
@@ -633,4 +652,14 @@ func (c *checker) safety(cfg *Config) {
 		c.duration("/policy/watch_interval", cfg.Policy.WatchInterval, true)
 	}
 	c.duration("/approvals/ttl", cfg.Approvals.TTL, true)
+}
+
+// checkOutputPolicy compiles an upstream's output policy rules.
+func checkOutputPolicy(rules map[string]string) error {
+	m := make(map[string]outpolicy.Action, len(rules))
+	for k, v := range rules {
+		m[k] = outpolicy.Action(v)
+	}
+	_, err := outpolicy.Compile(m)
+	return err
 }

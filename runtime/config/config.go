@@ -367,6 +367,18 @@ type Principal struct {
 	// ReadOnly confines the principal to tools a registry classifies read
 	// (spec 000 capability.constraints.read_only).
 	ReadOnly bool `json:"read_only" yaml:"read_only"`
+	// Permissions are granted to the principal for tools whose manifest
+	// requires some (cli tools), on top of its token's.
+	Permissions []string `json:"permissions,omitempty" yaml:"permissions,omitempty,flow"`
+}
+
+// CLI is a cli upstream: tool manifests and the commands they may name.
+type CLI struct {
+	// Manifests are absolute globs of the tool manifests (relative ones
+	// in the file are relative to its directory).
+	Manifests []string `json:"manifests" yaml:"manifests,flow"`
+	// AllowedCommands are the only commands manifests may name.
+	AllowedCommands []string `json:"allowed_commands" yaml:"allowed_commands,flow"`
 }
 
 // Listen is where quiver serves its client.
@@ -427,6 +439,13 @@ type Upstream struct {
 	SSE string `json:"sse,omitempty" yaml:"sse,omitempty"`
 	// Catalog is the absolute path of a static catalog file.
 	Catalog string `json:"catalog,omitempty" yaml:"catalog,omitempty"`
+	// CLI, when set, makes this a cli upstream: governed command-line
+	// tools from manifests (runtime/upstream/cli).
+	CLI *CLI `json:"cli,omitempty" yaml:"cli,omitempty"`
+	// OutputPolicies are output policies by tool name glob (path.Match
+	// syntax over the upstream's own tool names): field-path glob ->
+	// allow, mask or redact (runtime/outpolicy).
+	OutputPolicies map[string]map[string]string `json:"output_policies,omitempty" yaml:"output_policies,omitempty"`
 	// Env is extra environment for a command upstream; a value of the form
 	// ${NAME} is a reference resolved by ResolveEnv.
 	Env map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
@@ -669,6 +688,8 @@ func (u *Upstream) Strict(cfg *Config) bool {
 // "catalog" ("" when none is set).
 func (u *Upstream) Transport() string {
 	switch {
+	case u.CLI != nil:
+		return "cli"
 	case len(u.Command) > 0:
 		return "command"
 	case u.URL != "":

@@ -144,7 +144,7 @@ func (u *Upstream) SandboxPolicy() *sandbox.Policy {
 // sandbox checks an upstream's sandbox block and resolves its paths.
 func (c *checker) sandbox(ptr string, s *Sandbox, command bool) {
 	if !command {
-		c.fail(ptr, "is only valid with command")
+		c.fail(ptr, "is only valid with command or cli")
 		return
 	}
 	if s.Off != "" {

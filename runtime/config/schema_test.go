@@ -78,7 +78,7 @@ func schemaKeys(t *testing.T) map[string]bool {
 // isMapPath reports whether the keys of the setting at path are data.
 func isMapPath(path string) bool {
 	switch path {
-	case "rate_limits", "principals", "upstreams[].env", "upstreams[].credentials.headers_env":
+	case "rate_limits", "principals", "upstreams[].env", "upstreams[].credentials.headers_env", "upstreams[].output_policies", "upstreams[].output_policies.*":
 		return true
 	}
 	return false

@@ -239,7 +239,7 @@ type rawTool struct {
 	ToolName     string      `json:"tool_name"`
 	ToolClass    string      `json:"tool_class"`
 	IsDocumentOp bool        `json:"is_document_op"`
-	DocumentSpec *rawDocSpec `json:"document_spec"`
+	DocumentSpec *rawDocSpec `json:"document_spec,omitempty"`
 }
 
 type rawDocSpec struct {
@@ -479,4 +479,39 @@ func readFile(name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: not a regular file", name)
 	}
 	return io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
+}
+
+// Extend returns a registry holding r's manifests and ms (r is not
+// changed): how the manifests of cli upstreams, which classify their own
+// tools, join the configured registry files.
+func (r *Registry) Extend(ms ...*Manifest) (*Registry, error) {
+	var base []*Manifest
+	if r != nil {
+		base = r.manifests
+	}
+	return NewRegistry(append(append([]*Manifest(nil), base...), ms...)...)
+}
+
+// ClassifyTools builds the manifest of server serverID from classes, a
+// tool name to read or write map, through the same parser and schema as a
+// manifest file (source names it in errors).
+func ClassifyTools(source, serverID string, classes map[string]Class) (*Manifest, error) {
+	names := make([]string, 0, len(classes))
+	for n := range classes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	tools := make([]rawTool, 0, len(names))
+	for _, n := range names {
+		tools = append(tools, rawTool{ToolName: n, ToolClass: string(classes[n])})
+	}
+	doc, err := json.Marshal(rawManifest{SchemaID: SchemaID, SchemaVersion: SchemaVersion, ServerID: serverID, ServerVersion: "cli", Tools: tools})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrManifest, source, err)
+	}
+	p, err := NewManifestParser()
+	if err != nil {
+		return nil, err
+	}
+	return p.Parse(source, doc)
 }

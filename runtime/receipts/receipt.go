@@ -77,6 +77,43 @@ type Receipt struct {
 	Approval       Approval      `json:"approval"`
 	Outcome        Outcome       `json:"outcome"`
 	IncidentMode   bool          `json:"incident_mode"`
+	// Tool is what quiver knew and did of a tool call: nil for other
+	// requests.
+	Tool *Tool `json:"tool,omitempty"`
+}
+
+// Denial stages of a tool call (spec 002 §1.9): where the pipeline
+// stopped it.
+const (
+	StageRegistry   = "registry"
+	StageValidation = "validation"
+	StagePermission = "permission"
+	StagePolicy     = "policy"
+	StageExecution  = "execution"
+	StageOutput     = "output"
+)
+
+// Tool records a tool call's classification and what its output became
+// (spec 002 §1.9; spec 000 §9.2.2 rule 5). It never carries argument or
+// result values: hashes and field paths only.
+type Tool struct {
+	// Class is read, write, destructive or unclassified.
+	Class string `json:"tool_class"`
+	// DenialStage is where a call that did not succeed stopped: registry,
+	// validation, permission, policy, execution or output ("" when it
+	// succeeded).
+	DenialStage string `json:"denial_stage,omitempty"`
+	// OutputSHA256 is the hex sha256 of the tool's raw result (its JSON,
+	// before the output policy), "" when there was none.
+	OutputSHA256 string `json:"output_sha256,omitempty"`
+	// RedactedPaths are the field paths the output policy removed or
+	// masked.
+	RedactedPaths []string `json:"redacted_paths,omitempty"`
+	// DocumentHashes are the documents written and read, as
+	// "pointer=sha256:<hex>".
+	DocumentHashes []string `json:"document_hashes,omitempty"`
+	// BatchTotalBytes is the total size of those documents.
+	BatchTotalBytes int64 `json:"batch_total_bytes,omitempty"`
 }
 
 // Principal is who made the request; Sub is "" and ActorType "unknown"
@@ -322,6 +359,34 @@ func (r *Receipt) normalize(now time.Time) {
 	if o.Message != "" {
 		o.Message = capLen(oneLineText(Redact(o.Message)), maxMessage)
 	}
+	if t := r.Tool; t != nil {
+		t.Class = oneOf(t.Class, "unclassified", "read", "write", "destructive")
+		t.DenialStage = oneOf(t.DenialStage, "", StageRegistry, StageValidation, StagePermission, StagePolicy, StageExecution, StageOutput)
+		if !isHex(t.OutputSHA256, 64) {
+			t.OutputSHA256 = ""
+		}
+		t.RedactedPaths = capList(t.RedactedPaths)
+		t.DocumentHashes = capList(t.DocumentHashes)
+		t.BatchTotalBytes = max(t.BatchTotalBytes, 0)
+	}
+}
+
+// maxListed bounds the lists of a receipt's tool section.
+const maxListed = 128
+
+// capList bounds a list and each of its entries.
+func capList(l []string) []string {
+	if len(l) > maxListed {
+		l = l[:maxListed]
+	}
+	out := make([]string, 0, len(l))
+	for _, s := range l {
+		out = append(out, capLen(oneLineText(s), 512))
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 func oneOf(v, def string, allowed ...string) string {

@@ -103,6 +103,8 @@ func TestEmittedReceiptsValidate(t *testing.T) {
 	ap := sample(c, "bob", "github:delete_repo#22222222", policy.EffectRequireApproval)
 	ap.Approval = Approval{Required: true, ApprovalID: NewID(), ApprovedBy: "ops@example", ApprovedAt: c.Now().Format(time.RFC3339), StepUp: "none"}
 	ap.IncidentMode = true
+	ap.Tool = &Tool{Class: "destructive", DenialStage: StagePermission, OutputSHA256: strings.Repeat("ab", 32),
+		RedactedPaths: []string{"customer.email"}, DocumentHashes: []string{"/content=sha256:" + strings.Repeat("0", 64)}, BatchTotalBytes: 12}
 	w.Emit(ap)
 	// The zero receipt, and one with every field out of bounds: Emit
 	// makes both valid.
@@ -117,6 +119,11 @@ func TestEmittedReceiptsValidate(t *testing.T) {
 	bad.TokenHandling.Mode = "passthrough"
 	bad.Sandbox = Sandbox{FSPolicy: "all", NetPolicy: "open"}
 	bad.Approval.StepUp = "yubikey"
+	many := make([]string, 300)
+	for i := range many {
+		many[i] = strings.Repeat("p\n", 400)
+	}
+	bad.Tool = &Tool{Class: "admin", DenialStage: "later", OutputSHA256: "nothex", RedactedPaths: many, BatchTotalBytes: -3}
 	bad.Outcome = Outcome{Status: "fine", DurationMS: -1, SizeBytesOut: -1, ErrorCode: strings.Repeat("E", 100),
 		Message: "upstream said: Authorization: Bearer abcdefghijklmnop\nand token=hunter2hunter2 " + strings.Repeat("z", 2000)}
 	w.Emit(bad)
@@ -151,6 +158,12 @@ func TestEmittedReceiptsValidate(t *testing.T) {
 	}
 	if r.TS.Location() != time.UTC || r.Decision.Result != "deny" || r.Outcome.Status != StatusError || r.TokenHandling.Mode != TokenNone {
 		t.Fatalf("%+v", r)
+	}
+	if tl := r.Tool; tl == nil || tl.Class != "unclassified" || tl.DenialStage != "" || tl.OutputSHA256 != "" || len(tl.RedactedPaths) != maxListed || tl.BatchTotalBytes != 0 {
+		t.Fatalf("tool section %+v", r.Tool)
+	}
+	if !strings.Contains(all[2], `"tool":{"tool_class":"destructive","denial_stage":"permission"`) {
+		t.Fatalf("tool section not written: %s", all[2])
 	}
 	// The passthrough flag is never invented.
 	if strings.Contains(strings.Join(all, ""), `"passthrough_detected":true`) {

@@ -1,0 +1,5 @@
+package cli
+
+import "syscall"
+
+func setDeathSignal(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
