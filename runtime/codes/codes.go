@@ -86,6 +86,12 @@ const (
 	ToolError               = "TOOL_ERROR"
 )
 
+// Codes of capability tokens (spec 004): runtime/capability.
+const (
+	CapabilityInvalid       = "CAPABILITY_INVALID"
+	CapabilityRequestDenied = "CAPABILITY_REQUEST_DENIED"
+)
+
 // Codes of requests the go-sdk refused or failed before quiver's handlers
 // ran (receipts only: the client gets the go-sdk's own JSON-RPC error or
 // HTTP status).
@@ -169,6 +175,9 @@ const (
 	headerMismatch             = -32020
 	unsupportedProtocolVersion = -32022
 	missingClientCapabilities  = -32021
+	// invalidCapability is spec 004's code for an invalid or missing
+	// capability token.
+	invalidCapability = -32003
 )
 
 // table is built once and never written; All hands out a copy.
@@ -263,6 +272,11 @@ var table = []Info{
 		Description: "receipts only: a relayed request reached the client, which answered with an error or not at all"},
 	{Code: ToolError, Origin: Upstream, Receipt: AllowError,
 		Description: "receipts only: the upstream tool answered with a result whose isError is true"},
+
+	{Code: CapabilityInvalid, Origin: Quiver, Receipt: Deny, JSONRPC: invalidCapability,
+		Description: "the tool needs a capability token and none was presented, or the token or its proof of possession is refused: a JSON-RPC error, for tools/call too, whose data.reason says why (data.details.request how to ask for one); nothing reached the upstream"},
+	{Code: CapabilityRequestDenied, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
+		Description: "the access declarations do not let the principal hold a capability for a requested tool (details.tools), an operator denied the request, or an attenuation would widen its parent"},
 
 	{Code: MethodNotFound, Origin: Quiver, Receipt: Deny, JSONRPC: jsonrpc.CodeMethodNotFound,
 		Description: "receipts only: the go-sdk refused a method it does not know"},

@@ -158,11 +158,13 @@ func TestFullExample(t *testing.T) {
 			Local: identity.LocalConfig{Sub: "alice", ActorType: "user", OrgID: "acme", Claims: map[string]any{"groups": []any{"sre"}}}},
 		Policy:    Policy{File: "/etc/quiver/policy.yaml", WatchInterval: units.Duration(5 * time.Second)},
 		Approvals: Approvals{TTL: units.Duration(10 * time.Minute), MaxPending: 20},
-		Receipts:  Receipts{Stdout: true},
-		Incident:  Incident{Persist: false},
-		Admin:     Admin{TokenEnv: "QUIVER_ADMIN_TOKEN", Claim: &AdminClaim{Name: "quiver_admin", Value: "true"}},
-		Log:       Log{Level: "debug", Format: "json"},
-		Timing:    DefaultTiming(),
+		Capabilities: Capabilities{Issuer: "fleet-a", KeyFile: "/etc/quiver/keys/capability.json", DefaultDuration: units.Duration(30 * time.Minute),
+			MaxDuration: units.Duration(8 * time.Hour), ProofWindow: units.Duration(30 * time.Second)},
+		Receipts: Receipts{Stdout: true},
+		Incident: Incident{Persist: false},
+		Admin:    Admin{TokenEnv: "QUIVER_ADMIN_TOKEN", Claim: &AdminClaim{Name: "quiver_admin", Value: "true"}},
+		Log:      Log{Level: "debug", Format: "json"},
+		Timing:   DefaultTiming(),
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -210,7 +212,7 @@ func TestJSONInput(t *testing.T) {
 		t.Fatalf("$schema key: %v", err)
 	}
 	_, err = Parse("q.json", []byte("{\n\t\"mode\": \"direct\",\n\t\"bogus\": 1\n}"), "/")
-	assertErr(t, err, "q.json:3:2: bogus: unknown key; allowed: admin, approvals, artifacts, auth, browse, cache, environment, expose, firewall, incident, listen, log, mode, policy, principals, rate_limits, receipts, registry, retry, schema, state, state_dir, tolerant_args, upstreams")
+	assertErr(t, err, "q.json:3:2: bogus: unknown key; allowed: admin, approvals, artifacts, auth, browse, cache, capabilities, environment, expose, firewall, incident, listen, log, mode, policy, principals, rate_limits, receipts, registry, retry, schema, state, state_dir, tolerant_args, upstreams")
 }
 
 func TestDefaults(t *testing.T) {
