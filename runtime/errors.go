@@ -77,6 +77,9 @@ const (
 	CodeCancelled                  = codes.Cancelled
 	CodeSessionNotFound            = codes.SessionNotFound
 	CodeForbidden                  = codes.Forbidden
+
+	CodeCapabilityInvalid       = codes.CapabilityInvalid
+	CodeCapabilityRequestDenied = codes.CapabilityRequestDenied
 )
 
 // maxMessage caps the model-visible message of an error.

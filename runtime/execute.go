@@ -30,6 +30,10 @@ type executeArgs struct {
 	ExpectedDocumentHashes []guard.ExpectedHash `json:"expected_document_hashes"`
 	ToolClass              *string              `json:"tool_class"`
 	ContentHashAlg         *string              `json:"content_hash_alg"`
+
+	// The capability token and proof presented in _meta (spec 004).
+	capToken, capProof string
+	capPresented       bool
 }
 
 // hydrated is tool_hydrate's answer: the upstream definition plus quiver's
@@ -47,6 +51,18 @@ type classification struct {
 	RegistryVersion string `json:"registry_version,omitempty"`
 	TrustLevel      string `json:"trust_level"`
 	Risk            string `json:"risk"`
+	// RequiresCapability says a call must present a capability token, and
+	// CapabilityRequest how to ask for one (spec 004).
+	RequiresCapability bool            `json:"requires_capability,omitempty"`
+	CapabilityRequest  *capabilityHint `json:"capability_request,omitempty"`
+}
+
+// capabilityHint tells an agent how to obtain and present a capability.
+type capabilityHint struct {
+	Method string   `json:"method"`
+	Tool   string   `json:"tool"`
+	Tools  []string `json:"tools"`
+	Meta   []string `json:"meta"`
 }
 
 // upstreamInfo is what the runtime knows about an upstream beyond its conn.
@@ -66,6 +82,9 @@ func (r *Runtime) handleExecute(ctx context.Context, req *mcp.CallToolRequest) (
 	return toolCall(ctx, ToolExecute, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a executeArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
+			return nil, e
+		}
+		if e := capabilityMeta(req.Params.Meta, &a); e != nil {
 			return nil, e
 		}
 		return r.execute(ctx, req.Session, &a, false)
@@ -185,8 +204,16 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	// policy decide for this principal, approvals let a require_approval
 	// call through once, and client credentials in the arguments are
 	// refused.
-	if e := v.record("authorization", false, r.authorize(ctx, st, it, a.Args, a.DryRun)); e != nil {
+	d, ae := r.authorizeDecided(ctx, st, it, a.Args, a.DryRun)
+	if e := v.record("authorization", false, ae); e != nil {
 		return deny(e)
+	}
+	// Capability (spec 004): a token the policy requires, or one the
+	// caller presented, is validated before anything is dispatched.
+	if d.RequiresCapability || a.capPresented {
+		if e := v.record("capability", false, r.checkCapability(ctx, it, a, d.RequiresCapability)); e != nil {
+			return deny(e)
+		}
 	}
 	if clientToken(args, 0) {
 		if e := v.record("credential_boundary", false, blockClientToken(ctx)); e != nil {

@@ -154,6 +154,9 @@ type Runtime struct {
 	// (receipts, metrics and logs of every request), and the admin API.
 	verifier *identity.Verifier
 	auth     authorizer
+	// caps issues and checks capability tokens (spec 004); opened by
+	// Start.
+	caps *capabilities
 	rec      recorder
 	admin    http.Handler
 

@@ -362,3 +362,50 @@ func TestIssueChecks(t *testing.T) {
 		}
 	}
 }
+
+func TestAttenuate(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	priv, pub := holderKey(t)
+	childPriv, childPub := holderKey(t)
+	_, parent := f.issue(t, Grant{Holder: alice, Key: pub, Tools: []string{toolA, toolB}, MaxUses: 5,
+		Args: map[string]json.RawMessage{toolA: json.RawMessage(`{"properties":{"n":{"maximum":10}}}`)}})
+	_ = priv
+	for name, n := range map[string]Narrowing{
+		"more tools":      {Holder: bob, Key: childPub, Tools: []string{"other:tool"}, MaxUses: 1},
+		"later expiry":    {Holder: bob, Key: childPub, ExpiresAt: parent.ExpiresAt.Add(time.Second), MaxUses: 1},
+		"more uses":       {Holder: bob, Key: childPub, MaxUses: 6},
+		"unlimited child": {Holder: bob, Key: childPub},
+	} {
+		if _, err := Attenuate(parent, n, f.now); !errors.Is(err, ErrWidening) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	g, err := Attenuate(parent, Narrowing{Holder: bob, Key: childPub, Tools: []string{toolA}, MaxUses: 2,
+		Args: map[string]json.RawMessage{toolA: json.RawMessage(`{"properties":{"n":{"minimum":5}}}`)}}, f.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.store.Delegate(ctx, parent, g.MaxUses, f.now); !ok || err != nil {
+		t.Fatalf("delegate: %v %v", ok, err)
+	}
+	tok, child := f.issue(t, g)
+	if child.Parent != parent.ID || len(child.Chain) != 1 || child.Subject != bob {
+		t.Fatalf("child %+v", child)
+	}
+	call := func(args string) string {
+		_, err := f.val.Validate(ctx, Presented{Token: tok, Proof: proof(t, childPriv, toolA, args, "", f.now), Holder: bob, ToolID: toolA, Args: json.RawMessage(args)})
+		return reasonOf(err)
+	}
+	// Both constraints hold: the parent's maximum and the child's minimum.
+	for args, want := range map[string]string{`{"n":11}`: ReasonArgsConstraint, `{"n":4}`: ReasonArgsConstraint, `{"n":7}`: ""} {
+		if got := call(args); got != want {
+			t.Errorf("%s: %q, want %q", args, got, want)
+		}
+	}
+	// The parent had 5 uses and handed 2 to the child: 3 are left to it.
+	left, err := f.store.Delegate(ctx, parent, 4, f.now)
+	if err != nil || left {
+		t.Fatalf("the parent kept more than 3 uses: %v %v", left, err)
+	}
+}

@@ -94,29 +94,30 @@ func (s *Store) firstUse(ctx context.Context, jkt, jti string, ttl time.Duration
 // contention, which then fails closed.
 const maxCAS = 1000
 
-// use counts one use of a token with max_uses and reports whether it was
-// within the limit. The counter is a compare-and-swap in the store, so
-// replicas racing never admit more than max_uses.
-func (s *Store) use(ctx context.Context, c *Claims, now time.Time) (bool, error) {
+// use counts n uses of a token with max_uses and reports whether they
+// were within the limit (nothing is counted otherwise). The counter is a
+// compare-and-swap in the store, so replicas racing never admit more than
+// max_uses.
+func (s *Store) use(ctx context.Context, c *Claims, n int, now time.Time) (bool, error) {
 	key := usesPrefix + c.ID
 	ttl := ttlUntil(c.ExpiresAt.Time, now)
 	for range maxCAS {
 		old, err := s.kv.Get(ctx, key)
-		n := 0
+		used := 0
 		switch {
 		case errors.Is(err, state.ErrNotFound):
 			old = nil
 		case err != nil:
 			return false, err
 		default:
-			if n, err = strconv.Atoi(string(old)); err != nil {
+			if used, err = strconv.Atoi(string(old)); err != nil {
 				return false, fmt.Errorf("capability: use counter %s: %w", c.ID, err)
 			}
 		}
-		if n >= c.MaxUses {
+		if used+n > c.MaxUses {
 			return false, nil
 		}
-		ok, err := s.kv.Swap(ctx, key, old, []byte(strconv.Itoa(n+1)), ttl)
+		ok, err := s.kv.Swap(ctx, key, old, []byte(strconv.Itoa(used+n)), ttl)
 		if err != nil {
 			return false, err
 		}
@@ -125,6 +126,16 @@ func (s *Store) use(ctx context.Context, c *Claims, now time.Time) (bool, error)
 		}
 	}
 	return false, fmt.Errorf("capability: use counter %s: %w (contention)", c.ID, state.ErrUnavailable)
+}
+
+// Delegate takes n of a token's uses for an attenuation: they are spent
+// on the parent, so a parent's children together never have more uses
+// than it had. It reports false when fewer than n are left.
+func (s *Store) Delegate(ctx context.Context, c *Claims, n int, now time.Time) (bool, error) {
+	if c.MaxUses == 0 || n == 0 {
+		return true, nil
+	}
+	return s.use(ctx, c, n, now)
 }
 
 // Record keeps the record of an issued token until it expires.

@@ -166,6 +166,75 @@ func (v *Validator) period(c *Claims) *Refusal {
 // returns the token's claims, a *Refusal, or an error of the store (which
 // the caller must treat as a refusal too: fail closed).
 func (v *Validator) Validate(ctx context.Context, p Presented) (*Claims, error) {
+	c, err := v.possession(ctx, p)
+	if err != nil {
+		return c, err
+	}
+	refuse := func(reason, format string, args ...any) (*Claims, error) {
+		return c, &Refusal{Reason: reason, Msg: fmt.Sprintf(format, args...), JTI: c.ID, JKT: c.Cnf.JKT}
+	}
+	if !c.Grants(p.ToolID) {
+		return refuse(ReasonToolNotGranted, "the token does not grant this tool")
+	}
+	if frag, ok := c.Args[p.ToolID]; ok {
+		if msg := v.constrain(frag, p.Args); msg != "" {
+			return refuse(ReasonArgsConstraint, "%s", msg)
+		}
+	}
+	if c.MaxUses > 0 {
+		ok, err := v.store.use(ctx, c, 1, v.now())
+		if err != nil {
+			return c, err
+		}
+		if !ok {
+			return refuse(ReasonUsesExhausted, "the token's %d uses are spent", c.MaxUses)
+		}
+	}
+	return v.revoked(ctx, c)
+}
+
+// Possess checks that the caller holds a token, for a request about the
+// token itself (an attenuation): the token, its validity, the holder, a
+// proof for p.ToolID and p.Args that was never seen, and the revocation
+// list. No use is counted.
+func (v *Validator) Possess(ctx context.Context, p Presented) (*Claims, error) {
+	c, err := v.possession(ctx, p)
+	if err != nil {
+		return c, err
+	}
+	return v.revoked(ctx, c)
+}
+
+// Check is Validate without using the token, for a dry run: the token,
+// its validity, the holder, the tool, the argument constraints and the
+// revocation list; the proof is not consumed and no use is counted.
+func (v *Validator) Check(ctx context.Context, p Presented) (*Claims, error) {
+	c, r := v.token(p.Token)
+	if r != nil {
+		return nil, r
+	}
+	refuse := func(reason, format string, args ...any) (*Claims, error) {
+		return c, &Refusal{Reason: reason, Msg: fmt.Sprintf(format, args...), JTI: c.ID, JKT: c.Cnf.JKT}
+	}
+	if r := v.period(c); r != nil {
+		return c, r
+	}
+	if p.Holder == "" || p.Holder != c.Subject {
+		return refuse(ReasonHolderMismatch, "the token belongs to another principal")
+	}
+	if !c.Grants(p.ToolID) {
+		return refuse(ReasonToolNotGranted, "the token does not grant this tool")
+	}
+	if frag, ok := c.Args[p.ToolID]; ok {
+		if msg := v.constrain(frag, p.Args); msg != "" {
+			return refuse(ReasonArgsConstraint, "%s", msg)
+		}
+	}
+	return v.revoked(ctx, c)
+}
+
+// possession runs the checks up to the replay cache.
+func (v *Validator) possession(ctx context.Context, p Presented) (*Claims, error) {
 	c, r := v.token(p.Token)
 	if r != nil {
 		return nil, r
@@ -198,8 +267,7 @@ func (v *Validator) Validate(ctx context.Context, p Presented) (*Claims, error) 
 	case c.Session != "" && (pc.Session != c.Session || p.Session != c.Session):
 		return refuse(ReasonSessionMismatch, "the token is bound to another session")
 	}
-	now := v.now()
-	if d := now.Sub(pc.IssuedAt.Time); d > v.window || d < -v.window {
+	if d := v.now().Sub(pc.IssuedAt.Time); d > v.window || d < -v.window {
 		return refuse(ReasonProofStale, "the proof's iat is more than %s from the gateway's clock", v.window)
 	}
 	fresh, err := v.store.firstUse(ctx, c.Cnf.JKT, pc.ID, 2*v.window+time.Second)
@@ -209,29 +277,17 @@ func (v *Validator) Validate(ctx context.Context, p Presented) (*Claims, error) 
 	if !fresh {
 		return refuse(ReasonProofReplayed, "the proof's jti was seen before")
 	}
-	if !c.Grants(p.ToolID) {
-		return refuse(ReasonToolNotGranted, "the token does not grant this tool")
-	}
-	if frag, ok := c.Args[p.ToolID]; ok {
-		if msg := v.constrain(frag, p.Args); msg != "" {
-			return refuse(ReasonArgsConstraint, "%s", msg)
-		}
-	}
-	if c.MaxUses > 0 {
-		ok, err := v.store.use(ctx, c, now)
-		if err != nil {
-			return c, err
-		}
-		if !ok {
-			return refuse(ReasonUsesExhausted, "the token's %d uses are spent", c.MaxUses)
-		}
-	}
+	return c, nil
+}
+
+// revoked is the last check: the revocation list.
+func (v *Validator) revoked(ctx context.Context, c *Claims) (*Claims, error) {
 	revoked, err := v.store.Revoked(ctx, c)
 	if err != nil {
 		return c, err
 	}
 	if revoked != "" {
-		return refuse(ReasonRevoked, "the token was revoked (%s)", revoked)
+		return c, &Refusal{Reason: ReasonRevoked, Msg: "the token was revoked (" + revoked + ")", JTI: c.ID, JKT: c.Cnf.JKT}
 	}
 	return c, nil
 }

@@ -175,9 +175,6 @@ const (
 	headerMismatch             = -32020
 	unsupportedProtocolVersion = -32022
 	missingClientCapabilities  = -32021
-	// invalidCapability is spec 004's code for an invalid or missing
-	// capability token.
-	invalidCapability = -32003
 )
 
 // table is built once and never written; All hands out a copy.
@@ -273,8 +270,8 @@ var table = []Info{
 	{Code: ToolError, Origin: Upstream, Receipt: AllowError,
 		Description: "receipts only: the upstream tool answered with a result whose isError is true"},
 
-	{Code: CapabilityInvalid, Origin: Quiver, Receipt: Deny, JSONRPC: invalidCapability,
-		Description: "the tool needs a capability token and none was presented, or the token or its proof of possession is refused: a JSON-RPC error, for tools/call too, whose data.reason says why (data.details.request how to ask for one); nothing reached the upstream"},
+	{Code: CapabilityInvalid, Origin: Quiver, Receipt: Deny, JSONRPC: invalidParams,
+		Description: "the tool needs a capability token and none was presented, or the token or its proof of possession is refused: details.reason says why (details.request how to ask for one), details.code is spec 004's -32003; nothing reached the upstream"},
 	{Code: CapabilityRequestDenied, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
 		Description: "the access declarations do not let the principal hold a capability for a requested tool (details.tools), an operator denied the request, or an attenuation would widen its parent"},
 

@@ -164,7 +164,6 @@ var rpcNames = map[int64]string{
 	mcp.CodeHeaderMismatch:                    "header mismatch",
 	mcp.CodeUnsupportedProtocolVersion:        "unsupported protocol version",
 	mcp.CodeMissingRequiredClientCapabilities: "missing required client capabilities",
-	-32003: "invalid capability",
 }
 
 // The MCP codes the table spells out are the go-sdk's.

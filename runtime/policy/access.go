@@ -96,6 +96,22 @@ func compileAccess(a Access) (*compiledAccess, error) {
 	return ca, nil
 }
 
+// RequiresCapabilities reports whether some access rule requires a
+// capability token (a nil policy requires none).
+func (p *Policy) RequiresCapabilities() bool {
+	if p == nil {
+		return false
+	}
+	for _, a := range p.accesses {
+		for _, r := range a.rules {
+			if r.RequiresCapability {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // access applies the first access declaration that matches the caller to
 // a decision of the rules. Only tool listings and calls are concerned.
 func (p *Policy) access(req *Request, d Decision) Decision {
