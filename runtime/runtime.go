@@ -156,9 +156,9 @@ type Runtime struct {
 	auth     authorizer
 	// caps issues and checks capability tokens (spec 004); opened by
 	// Start.
-	caps *capabilities
-	rec      recorder
-	admin    http.Handler
+	caps  *capabilities
+	rec   recorder
+	admin http.Handler
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
