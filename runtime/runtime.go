@@ -154,11 +154,12 @@ type Runtime struct {
 	// (receipts, metrics and logs of every request), and the admin API.
 	verifier *identity.Verifier
 	auth     authorizer
+	rec      recorder
+	admin    http.Handler
+
 	// caps issues and checks capability tokens (spec 004); opened by
 	// Start.
-	caps  *capabilities
-	rec   recorder
-	admin http.Handler
+	caps *capabilities
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
