@@ -51,6 +51,8 @@ type capabilities struct {
 	issuer *capability.Issuer
 	store  *capability.Store
 	val    *capability.Validator
+	// requests are restricted principals' calls awaiting fulfilment.
+	requests *capability.Requests
 	// defaultLife and maxLife bound the tokens granted.
 	defaultLife, maxLife time.Duration
 }
@@ -93,8 +95,12 @@ func (r *Runtime) openCapabilities() error {
 	if err != nil {
 		return err
 	}
+	reqTTL := time.Duration(r.cfg.Approvals.TTL)
+	if reqTTL <= 0 {
+		reqTTL = time.Duration(config.DefaultApprovalTTL)
+	}
 	r.caps = &capabilities{keys: keys, issuer: &capability.Issuer{Name: o.Issuer, Keys: keys}, store: store, val: val,
-		defaultLife: min(time.Duration(o.DefaultDuration), maxLife), maxLife: maxLife}
+		requests: capability.NewRequests(r.kv, reqTTL), defaultLife: min(time.Duration(o.DefaultDuration), maxLife), maxLife: maxLife}
 	return nil
 }
 
@@ -157,12 +163,12 @@ func recordCapability(ctx context.Context, rc receipts.Capability) {
 // requires a token for the call, or the caller presented one, it must
 // validate (runtime/capability's order). A dry run checks without using
 // the token: no proof is consumed and no use counted.
-func (r *Runtime) checkCapability(ctx context.Context, it *catalog.Item, a *executeArgs, need bool) *Error {
+func (r *Runtime) checkCapability(ctx context.Context, it *catalog.Item, a *executeArgs, need bool) (string, *Error) {
 	if !need && !a.capPresented {
-		return nil
+		return "", nil
 	}
 	if r.caps == nil {
-		return newError(CodeInternal, "capability tokens are not available")
+		return "", newError(CodeInternal, "capability tokens are not available")
 	}
 	pres := capability.Presented{Token: a.capToken, Proof: a.capProof, Holder: principalOf(ctx).Key(), ToolID: it.ID,
 		Args: a.Args, Session: sessionOf(ctx)}
@@ -178,16 +184,16 @@ func (r *Runtime) checkCapability(ctx context.Context, it *catalog.Item, a *exec
 	case errors.As(err, &ref):
 		recordCapability(ctx, receipts.Capability{Action: "refuse", Reason: ref.Reason, JTI: ref.JTI, JKT: ref.JKT})
 		r.log.Info("capability refused", "reason", ref.Reason, "jti", ref.JTI, "tool_id", it.ID)
-		return capabilityError(ref, it)
+		return "", capabilityError(ref, it)
 	case isStateUnavailable(err):
-		return stateUnavailable(err)
+		return "", stateUnavailable(err)
 	case err != nil:
-		return newError(CodeInternal, "capability state is not available").withCause(err)
+		return "", newError(CodeInternal, "capability state is not available").withCause(err)
 	}
 	if !a.DryRun {
 		recordCapability(ctx, receipts.Capability{Action: "use", JTI: c.ID, Parent: c.Parent, JKT: c.Cnf.JKT, KID: c.KID()})
 	}
-	return nil
+	return c.ID, nil
 }
 
 // specCapabilityCode is spec 004's error code for an invalid or missing
@@ -306,9 +312,15 @@ func (r *Runtime) syncCapabilityTools() {
 	if p.RequiresCapabilities() {
 		r.server.AddTool(r.capabilityTools()[0], r.handleCapabilityRequest)
 		r.server.AddTool(r.capabilityTools()[1], r.handleCapabilityAttenuate)
-		return
+	} else {
+		r.server.RemoveTools(ToolCapabilityRequest, ToolCapabilityAttenuate)
 	}
-	r.server.RemoveTools(ToolCapabilityRequest, ToolCapabilityAttenuate)
+	if p.SeparatesPrivileges() {
+		r.server.AddTool(toolRequestsTool, r.handleToolRequests)
+		r.server.AddTool(toolFulfilTool, r.handleToolFulfil)
+	} else {
+		r.server.RemoveTools(ToolRequests, ToolFulfil)
+	}
 }
 
 // registerCapabilityMethods adds the custom MCP methods.

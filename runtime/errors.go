@@ -80,6 +80,7 @@ const (
 
 	CodeCapabilityInvalid       = codes.CapabilityInvalid
 	CodeCapabilityRequestDenied = codes.CapabilityRequestDenied
+	CodeToolRequestPending      = codes.ToolRequestPending
 )
 
 // maxMessage caps the model-visible message of an error.

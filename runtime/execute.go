@@ -34,6 +34,9 @@ type executeArgs struct {
 	// The capability token and proof presented in _meta (spec 004).
 	capToken, capProof string
 	capPresented       bool
+	// fulfilling is set when a full principal runs a restricted
+	// principal's request: its capability was checked when it was made.
+	fulfilling bool
 }
 
 // hydrated is tool_hydrate's answer: the upstream definition plus quiver's
@@ -210,8 +213,11 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	}
 	// Capability (spec 004): a token the policy requires, or one the
 	// caller presented, is validated before anything is dispatched.
-	if d.RequiresCapability || a.capPresented {
-		if e := v.record("capability", false, r.checkCapability(ctx, it, a, d.RequiresCapability)); e != nil {
+	capJTI := ""
+	if (d.RequiresCapability || a.capPresented) && !a.fulfilling {
+		var ce *Error
+		capJTI, ce = r.checkCapability(ctx, it, a, d.RequiresCapability)
+		if e := v.record("capability", false, ce); e != nil {
 			return deny(e)
 		}
 	}
@@ -239,6 +245,11 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	adm, checks := r.connector.Admit(call, dec)
 	if e := v.guards(checks); e != nil {
 		return deny(e)
+	}
+	// A restricted principal's call, checked so far, becomes a request
+	// that a full principal fulfils (spec 004's privilege separation).
+	if !a.DryRun && !a.fulfilling && r.restricted(ctx) {
+		return deny(r.queueToolRequest(ctx, it, a, capJTI))
 	}
 	sess, who := r.limitKey(ctx, ss), r.limitPrincipal(ctx, ss)
 	if a.DryRun {

@@ -82,7 +82,7 @@ func (r *Runtime) openSafety(ctx context.Context) error {
 		return fmt.Errorf("capabilities: %w", err)
 	}
 	if len(r.adminToken) > 0 || r.adminClaim != nil {
-		ao := admin.Options{Incident: r.auth.incident, Approvals: r.auth.approvals, Capabilities: r.caps.store, Token: r.adminToken, Logger: r.log,
+		ao := admin.Options{Incident: r.auth.incident, Approvals: r.auth.approvals, Capabilities: r.caps.store, ToolRequests: r.caps.requests, Token: r.adminToken, Logger: r.log,
 			OnAction: r.adminReceipt, OnDeny: func(req *http.Request, reason string) { r.denyReceipt(req, reason) }}
 		if r.adminClaim != nil && r.verifier != nil {
 			ao.Verifier, ao.AdminClaim = r.verifier, *r.adminClaim

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -525,4 +526,143 @@ func TestE2ECapabilityApprovalAttenuationRevocation(t *testing.T) {
 		t.Fatalf("capabilities list: %s", list)
 	}
 	e.srv.stop(t, syscall.SIGTERM)
+}
+
+const privPolicy = `policy_id: priv
+rules:
+  - {id: everyone, effect: allow}
+access:
+  - {id: robots, principal: {sub: robot}, mode: open, privilege: restricted}
+  - {id: operators, principal: {sub: op}, mode: open, fulfil: true}
+  - {id: others, mode: open}
+`
+
+// startPrivileges starts the gateway with the alpha registry (echo is a
+// document write) and a policy that makes robot restricted and lets op
+// fulfil.
+func startPrivileges(t *testing.T) *capEnv {
+	t.Helper()
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(privPolicy), 0o644))
+	must(t, os.MkdirAll(filepath.Join(dir, "registry"), 0o755))
+	data, err := os.ReadFile(filepath.Join("testdata", "registry", "alpha.json"))
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "registry", "alpha.json"), data, 0o644))
+	record := filepath.Join(dir, "calls.jsonl")
+	cfg := fmt.Sprintf(`mode: gateway
+environment: dev
+state_dir: %s
+registry: [registry/*.json]
+auth:
+  issuers:
+    - name: ci
+      iss: quiver-ci
+      audiences: [quiver]
+      alg: HS256
+      hs256_secret_env: QUIVER_E2E_JWT_SECRET
+policy: {file: policy.yaml, watch_interval: 1s}
+admin: {token_env: QUIVER_E2E_ADMIN_TOKEN}
+upstreams:
+  - name: alpha
+    command: [%q, "-name", "alpha", "-record", %q]
+`, filepath.Join(dir, "state"), upstreamBin, record)
+	cfgPath := filepath.Join(dir, "quiver.yaml")
+	must(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
+	t.Setenv("QUIVER_E2E_JWT_SECRET", safetySecret)
+	t.Setenv("QUIVER_E2E_ADMIN_TOKEN", safetyAdminToken)
+	srv := startHTTP(t, "--config", cfgPath)
+	return &capEnv{srv: srv, dir: dir, record: record, receipts: filepath.Join(dir, "state", "receipts")}
+}
+
+// TestE2ERestrictedPrincipal: a restricted principal's call is a request;
+// a full principal with the fulfil permission runs it on its behalf
+// through every guard; both read the result; a restricted principal (or a
+// full one without the permission) cannot fulfil; receipts name
+// on_behalf_of, fulfilled_by and request_id.
+func TestE2ERestrictedPrincipal(t *testing.T) {
+	e := startPrivileges(t)
+	robot, op, ann := e.principal(t, "robot"), e.principal(t, "op"), e.principal(t, "ann")
+	echo := browseFirst(t, op, "echo the given text")
+	if !strings.HasPrefix(echo, "alpha:echo") {
+		t.Fatalf("browse found %q", echo)
+	}
+	if names := listNames(t, robot); !slices.Contains(names, "tool_requests") || !slices.Contains(names, "tool_fulfil") {
+		t.Fatalf("the request meta-tools are not listed: %v", names)
+	}
+	hello := map[string]any{"text": "hello"}
+	write := map[string]any{"tool_id": echo, "args": hello,
+		"expected_document_hashes": []any{map[string]any{"pointer": "/text", "hash": hexSHA("hello")}}}
+
+	// The write without its idempotency key is refused up front: a
+	// request must pass every guard a call would.
+	if res, m := callTool(t, robot, "tool_execute", write); !res.IsError || errCode(m) != "IDEMPOTENCY_KEY_REQUIRED" {
+		t.Fatalf("keyless write: %v", m)
+	}
+	write["idempotency_key"] = "robot-1"
+	res, m := callTool(t, robot, "tool_execute", write)
+	if !res.IsError || errCode(m) != "TOOL_REQUEST_PENDING" {
+		t.Fatalf("restricted call: %v", m)
+	}
+	id, _ := field(m, "details.request_id").(string)
+	if id == "" || e.dispatches(t, "echo") != 0 {
+		t.Fatalf("request %q, %d dispatches", id, e.dispatches(t, "echo"))
+	}
+
+	// The requester sees its request pending; nobody else's.
+	_, m = callTool(t, robot, "tool_requests", map[string]any{"request_id": id})
+	if m["status"] != "pending" || m["call"] != nil {
+		t.Fatalf("requester's view: %v", m)
+	}
+	if res, m := callTool(t, ann, "tool_requests", map[string]any{"request_id": id}); !res.IsError {
+		t.Fatalf("ann read robot's request: %v", m)
+	}
+	// Neither the restricted principal nor a full one without the
+	// permission may fulfil.
+	for _, cs := range []*mcp.ClientSession{robot, ann} {
+		if res, m := callTool(t, cs, "tool_fulfil", map[string]any{"request_id": id}); !res.IsError || errCode(m) != "POLICY_DENIED" {
+			t.Fatalf("fulfilled without the permission: %v", m)
+		}
+	}
+	// The operator lists the pending request with its call, and fulfils it.
+	_, m = callTool(t, op, "tool_requests", map[string]any{})
+	reqs, _ := m["tool_requests"].([]any)
+	if len(reqs) != 1 || field(reqs[0].(map[string]any), "call.idempotency_key") != "robot-1" || field(reqs[0].(map[string]any), "requester") != "jwt:ci:robot" {
+		t.Fatalf("operator's list: %v", m)
+	}
+	res, m = callTool(t, op, "tool_fulfil", map[string]any{"request_id": id})
+	if res.IsError || m["status"] != "ok" {
+		t.Fatalf("fulfil: %v", m)
+	}
+	if n := e.dispatches(t, "echo"); n != 1 {
+		t.Fatalf("%d dispatches after the fulfilment", n)
+	}
+	if res, m := callTool(t, op, "tool_fulfil", map[string]any{"request_id": id}); !res.IsError || errCode(m) != "ARGS_INVALID" {
+		t.Fatalf("fulfilled twice: %v", m)
+	}
+	// The requester reads the result with its request id.
+	_, m = callTool(t, robot, "tool_requests", map[string]any{"request_id": id})
+	if m["status"] != "fulfilled" || m["fulfilled_by"] != "jwt:ci:op" || !strings.Contains(fmt.Sprint(m["result"]), "hello") {
+		t.Fatalf("requester's result: %v", m)
+	}
+	// The call ran as the requester: the idempotency record is robot's.
+	// Robot's repeat with the same key is a new request, and its
+	// fulfilment (by the same operator) is answered from robot's record
+	// without a second dispatch.
+	res, m = callTool(t, robot, "tool_execute", write)
+	if errCode(m) != "TOOL_REQUEST_PENDING" || !res.IsError {
+		t.Fatalf("repeat: %v", m)
+	}
+	res, m = callTool(t, op, "tool_fulfil", map[string]any{"request_id": field(m, "details.request_id")})
+	if res.IsError || field(m, "provenance.idempotent_replay") != true {
+		t.Fatalf("the repeat was not answered from robot's idempotency record: %v", m)
+	}
+	if n := e.dispatches(t, "echo"); n != 1 {
+		t.Fatalf("%d dispatches after the repeat", n)
+	}
+	e.srv.stop(t, syscall.SIGTERM)
+	data := e.allReceipts(t)
+	if !strings.Contains(data, `"action":"fulfil"`) || !strings.Contains(data, `"on_behalf_of":"jwt:ci:robot"`) ||
+		!strings.Contains(data, `"fulfilled_by":"jwt:ci:op"`) || !strings.Contains(data, `"request_id":"`+id+`"`) {
+		t.Fatal("no fulfilment receipt with on_behalf_of, fulfilled_by and request_id")
+	}
 }

@@ -127,6 +127,8 @@ type Options struct {
 	// Capabilities, when set, serves the capability endpoints
 	// (capabilities.go).
 	Capabilities *capability.Store
+	// ToolRequests, when set, lists restricted principals' requests.
+	ToolRequests *capability.Requests
 	// Token is the admin bearer token (at least 32 bytes), typically read
 	// from an environment variable named in the configuration.
 	Token []byte

@@ -3,6 +3,7 @@ package admin
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/quiver-mcp/quiver/runtime/capability"
 )
@@ -12,6 +13,7 @@ import (
 //	GET    /admin/v1/capabilities                   live tokens (ids, holders, thumbprints; never token text)
 //	GET    /admin/v1/capabilities/revocations       the revocation list
 //	POST   /admin/v1/capabilities/revocations       {"jti" | "holder" | "kid", "reason"?}
+//	GET    /admin/v1/tool-requests                  restricted principals' requests
 //
 // A revocation is in force at the next call on every replica; revoking a
 // token revokes every token attenuated from it.
@@ -23,6 +25,29 @@ func (h *handler) capabilityRoutes() {
 	m.HandleFunc("GET /admin/v1/capabilities", h.op("admin/capabilities.list", h.listCapabilities))
 	m.HandleFunc("GET /admin/v1/capabilities/revocations", h.op("admin/capabilities.revocations", h.listCapabilityRevocations))
 	m.HandleFunc("POST /admin/v1/capabilities/revocations", h.op("admin/capability.revoke", h.revokeCapability))
+	if h.o.ToolRequests != nil {
+		m.HandleFunc("GET /admin/v1/tool-requests", h.op("admin/tool_requests.list", h.listToolRequests))
+	}
+}
+
+func (h *handler) listToolRequests(r *http.Request, _ caller) (string, int, any, error) {
+	reqs, err := h.o.ToolRequests.List(r.Context())
+	if err != nil {
+		return "", 0, nil, classify(err)
+	}
+	type view struct {
+		ID          string    `json:"request_id"`
+		Requester   string    `json:"requester"`
+		ToolID      string    `json:"tool_id"`
+		Status      string    `json:"status"`
+		RequestedAt time.Time `json:"requested_at"`
+		FulfilledBy string    `json:"fulfilled_by,omitempty"`
+	}
+	out := make([]view, 0, len(reqs))
+	for _, q := range reqs {
+		out = append(out, view{q.ID, q.Requester.Key(), q.ToolID, q.Status, q.RequestedAt, q.FulfilledBy})
+	}
+	return "", http.StatusOK, map[string]any{"tool_requests": out}, nil
 }
 
 func (h *handler) listCapabilities(r *http.Request, _ caller) (string, int, any, error) {

@@ -90,6 +90,7 @@ const (
 const (
 	CapabilityInvalid       = "CAPABILITY_INVALID"
 	CapabilityRequestDenied = "CAPABILITY_REQUEST_DENIED"
+	ToolRequestPending      = "TOOL_REQUEST_PENDING"
 )
 
 // Codes of requests the go-sdk refused or failed before quiver's handlers
@@ -274,6 +275,8 @@ var table = []Info{
 		Description: "the tool needs a capability token and none was presented, or the token or its proof of possession is refused: details.reason says why (details.request how to ask for one), details.code is spec 004's -32003; nothing reached the upstream"},
 	{Code: CapabilityRequestDenied, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
 		Description: "the access declarations do not let the principal hold a capability for a requested tool (details.tools), an operator denied the request, or an attenuation would widen its parent"},
+	{Code: ToolRequestPending, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
+		Description: "the caller is a restricted principal: its call was recorded as request details.request_id, which a full principal with the fulfil permission runs on its behalf (tool_fulfil); read the result with tool_requests"},
 
 	{Code: MethodNotFound, Origin: Quiver, Receipt: Deny, JSONRPC: jsonrpc.CodeMethodNotFound,
 		Description: "receipts only: the go-sdk refused a method it does not know"},

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/quiver-mcp/quiver/runtime/identity"
 )
 
 // Access modes of an access declaration (spec 004 "Tool Access
@@ -42,6 +44,51 @@ type Access struct {
 	// absent: deny for allowlist, allow for open and denylist.
 	Default Effect       `json:"default,omitempty"`
 	Rules   []AccessRule `json:"rules,omitempty"`
+	// Privilege is full (default) or restricted: a restricted principal's
+	// calls are only requests, which a full principal with Fulfil runs
+	// on its behalf (spec 004's privilege separation).
+	Privilege string `json:"privilege,omitempty"`
+	// Fulfil lets a full principal list and fulfil restricted principals'
+	// requests.
+	Fulfil bool `json:"fulfil,omitempty"`
+}
+
+// Privileges of an access declaration.
+const (
+	PrivilegeFull       = "full"
+	PrivilegeRestricted = "restricted"
+)
+
+// Privilege answers for a principal: whether its calls are only requests
+// (restricted), and whether it may fulfil others' requests. It is decided
+// by the first access declaration that matches the principal; without one
+// a principal is full and may not fulfil.
+func (p *Policy) Privilege(who identity.Principal) (restricted, fulfil bool) {
+	if p == nil {
+		return false, false
+	}
+	for _, a := range p.accesses {
+		if a.principal != nil && !a.principal.matches(who) {
+			continue
+		}
+		restricted = a.Privilege == PrivilegeRestricted
+		return restricted, a.Fulfil && !restricted
+	}
+	return false, false
+}
+
+// SeparatesPrivileges reports whether some access declaration makes
+// principals restricted or lets them fulfil requests.
+func (p *Policy) SeparatesPrivileges() bool {
+	if p == nil {
+		return false
+	}
+	for _, a := range p.accesses {
+		if a.Privilege == PrivilegeRestricted || a.Fulfil {
+			return true
+		}
+	}
+	return false
 }
 
 // AccessRule names tools (tool_id globs) and the terms of reaching them.

@@ -101,3 +101,32 @@ func TestAccessParseErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestPrivilege(t *testing.T) {
+	p, err := Parse("priv.yaml", []byte(`policy_id: priv
+rules: [{id: all, effect: allow}]
+access:
+  - {id: bots, principal: {actor_type: agent}, mode: open, privilege: restricted, fulfil: true}
+  - {id: ops, principal: {sub: op}, mode: open, fulfil: true}
+  - {id: rest, mode: open}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		who                 identity.Principal
+		restricted, fulfils bool
+	}{
+		{identity.Principal{Sub: "bot", ActorType: "agent", Issuer: "t"}, true, false}, // restricted never fulfils
+		{identity.Principal{Sub: "op", ActorType: "user", Issuer: "t"}, false, true},
+		{identity.Principal{Sub: "ann", ActorType: "user", Issuer: "t"}, false, false},
+	} {
+		r, f := p.Privilege(tc.who)
+		if r != tc.restricted || f != tc.fulfils {
+			t.Errorf("%s: restricted %v fulfil %v", tc.who.Sub, r, f)
+		}
+	}
+	if !p.SeparatesPrivileges() || (*Policy)(nil).SeparatesPrivileges() {
+		t.Error("SeparatesPrivileges")
+	}
+}
