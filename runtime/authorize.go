@@ -200,9 +200,21 @@ func (r *Runtime) tokenMode(st *state, server string) string {
 // authorize is the authz step of an invocation: incident state, policy,
 // approvals. It returns the wire error of a refusal.
 func (r *Runtime) authorize(ctx context.Context, st *state, it *catalog.Item, rawArgs json.RawMessage, dry bool) *Error {
+	_, e := r.authorizeDecided(ctx, st, it, rawArgs, dry)
+	return e
+}
+
+// authorizeDecided is authorize that also returns the policy's decision
+// (whether the call needs a capability token).
+func (r *Runtime) authorizeDecided(ctx context.Context, st *state, it *catalog.Item, rawArgs json.RawMessage, dry bool) (policy.Decision, *Error) {
 	r.recordItem(ctx, st, it)
 	d := r.decide(ctx, st, it, policy.ActionCall)
 	r.recordDecision(ctx, d)
+	return d, r.authorizeWith(ctx, it, d, rawArgs, dry)
+}
+
+// authorizeWith applies decision d to a call: allow, approvals, deny.
+func (r *Runtime) authorizeWith(ctx context.Context, it *catalog.Item, d policy.Decision, rawArgs json.RawMessage, dry bool) *Error {
 	if stateDenied(d) {
 		return stateUnavailable(nil)
 	}

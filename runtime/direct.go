@@ -395,7 +395,7 @@ func directMeta(m mcp.Meta, a *executeArgs) *Error {
 			return newError(CodeArgsInvalid, "_meta %s must be a list of {pointer, hash}", MetaExpectedDocumentHashes).withPath("_meta")
 		}
 	}
-	return nil
+	return capabilityMeta(m, a)
 }
 
 // directMaxBinary is the most binary content (base64 bytes) a direct

@@ -79,6 +79,10 @@ const (
 	CodeForbidden                  = codes.Forbidden
 	CodeSessionLimitExceeded       = codes.SessionLimitExceeded
 	CodeSessionCapacityExceeded    = codes.SessionCapacityExceeded
+
+	CodeCapabilityInvalid       = codes.CapabilityInvalid
+	CodeCapabilityRequestDenied = codes.CapabilityRequestDenied
+	CodeToolRequestPending      = codes.ToolRequestPending
 )
 
 // maxMessage caps the model-visible message of an error.

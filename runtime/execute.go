@@ -29,6 +29,13 @@ type executeArgs struct {
 	ExpectedDocumentHashes []guard.ExpectedHash `json:"expected_document_hashes"`
 	ToolClass              *string              `json:"tool_class"`
 	ContentHashAlg         *string              `json:"content_hash_alg"`
+
+	// The capability token and proof presented in _meta (spec 004).
+	capToken, capProof string
+	capPresented       bool
+	// fulfilling is set when a full principal runs a restricted
+	// principal's request: its capability was checked when it was made.
+	fulfilling bool
 }
 
 // hydrated is tool_hydrate's answer: the upstream definition plus quiver's
@@ -46,6 +53,18 @@ type classification struct {
 	RegistryVersion string `json:"registry_version,omitempty"`
 	TrustLevel      string `json:"trust_level"`
 	Risk            string `json:"risk"`
+	// RequiresCapability says a call must present a capability token, and
+	// CapabilityRequest how to ask for one (spec 004).
+	RequiresCapability bool            `json:"requires_capability,omitempty"`
+	CapabilityRequest  *capabilityHint `json:"capability_request,omitempty"`
+}
+
+// capabilityHint tells an agent how to obtain and present a capability.
+type capabilityHint struct {
+	Method string   `json:"method"`
+	Tool   string   `json:"tool"`
+	Tools  []string `json:"tools"`
+	Meta   []string `json:"meta"`
 }
 
 // upstreamInfo is what the runtime knows about an upstream beyond its conn.
@@ -65,6 +84,9 @@ func (r *Runtime) handleExecute(ctx context.Context, req *mcp.CallToolRequest) (
 	return toolCall(ctx, ToolExecute, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a executeArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
+			return nil, e
+		}
+		if e := capabilityMeta(req.Params.Meta, &a); e != nil {
 			return nil, e
 		}
 		return r.execute(ctx, req.Session, &a, false)
@@ -192,8 +214,19 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	// policy decide for this principal, approvals let a require_approval
 	// call through once, and client credentials in the arguments are
 	// refused.
-	if e := v.record("authorization", false, r.authorize(ctx, st, it, a.Args, a.DryRun)); e != nil {
+	d, ae := r.authorizeDecided(ctx, st, it, a.Args, a.DryRun)
+	if e := v.record("authorization", false, ae); e != nil {
 		return deny(e)
+	}
+	// Capability (spec 004): a token the policy requires, or one the
+	// caller presented, is validated before anything is dispatched.
+	capJTI := ""
+	if (d.RequiresCapability || a.capPresented) && !a.fulfilling {
+		var ce *Error
+		capJTI, ce = r.checkCapability(ctx, it, a, d.RequiresCapability)
+		if e := v.record("capability", false, ce); e != nil {
+			return deny(e)
+		}
 	}
 	if f := clientCredential(ctx, args); f != nil {
 		if e := v.record("credential_boundary", false, blockClientToken(ctx, f, v.dry)); e != nil {
@@ -242,6 +275,11 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	adm, checks := r.connector().Admit(call, dec)
 	if e := v.guards(checks); e != nil {
 		return deny(e)
+	}
+	// A restricted principal's call, checked so far, becomes a request
+	// that a full principal fulfils (spec 004's privilege separation).
+	if !a.DryRun && !a.fulfilling && r.restricted(ctx) {
+		return deny(r.queueToolRequest(ctx, it, a, capJTI))
 	}
 	sess, who := r.limitKey(ctx, ss), r.limitPrincipal(ctx, ss)
 	if a.DryRun {

@@ -15,6 +15,7 @@ import (
 	"github.com/quiver-mcp/quiver/choicecard"
 	"github.com/quiver-mcp/quiver/router"
 	"github.com/quiver-mcp/quiver/runtime/guard"
+	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -131,6 +132,10 @@ type browseResult struct {
 	// Upstreams are the upstreams whose tools are missing from the answer
 	// because they are still starting or failed.
 	Upstreams []upstreamNote `json:"upstreams_not_ready,omitempty"`
+	// RequiresCapability lists the ids of the cards whose tools the
+	// caller must present a capability token to call (spec 004); a card
+	// itself holds the spec's fields only.
+	RequiresCapability []string `json:"requires_capability,omitempty"`
 }
 
 func (r *Runtime) handleBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -198,7 +203,11 @@ func (r *Runtime) browse(ctx context.Context, ss *mcp.ServerSession, kind toolid
 	if res.Cards == nil {
 		res.Cards = []choicecard.Card{}
 	}
+	res.RequiresCapability = r.capabilityCards(ctx, st, res.Cards)
 	text := choicecard.RenderList(res.Cards)
+	if len(res.RequiresCapability) > 0 {
+		text += fmt.Sprintf("\n(these need a capability token, see %s: %s)", ToolCapabilityRequest, strings.Join(res.RequiresCapability, ", "))
+	}
 	if res.NextCursor != "" {
 		text += fmt.Sprintf("\n(%d of %d shown; next_cursor: %s)", len(res.Cards), res.Total, res.NextCursor)
 	}
@@ -243,6 +252,11 @@ func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (
 				cls.ToolClass, cls.DocumentOp = string(p.Class), p.IsDocumentOp
 			}
 		}
+		if d := r.decide(ctx, st, it, policy.ActionCall); d.RequiresCapability {
+			cls.RequiresCapability = true
+			cls.CapabilityRequest = &capabilityHint{Method: MethodCapabilitiesRequest, Tool: ToolCapabilityRequest, Tools: []string{it.ID},
+				Meta: []string{MetaCapability, MetaCapabilityProof}}
+		}
 		out := hydrated{Hydration: h, Classification: cls}
 		data, _ := json.Marshal(out)
 		return &mcp.CallToolResult{StructuredContent: json.RawMessage(data), Content: []mcp.Content{&mcp.TextContent{Text: string(data)}}}, nil
@@ -271,6 +285,21 @@ func structured(v any, text string) *mcp.CallToolResult {
 		text = string(data)
 	}
 	return &mcp.CallToolResult{StructuredContent: json.RawMessage(data), Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+}
+
+// capabilityCards lists the cards whose tools need a capability token for
+// the caller.
+func (r *Runtime) capabilityCards(ctx context.Context, st *state, cards []choicecard.Card) []string {
+	if r.auth.policy == nil || !r.auth.policy.Policy().RequiresCapabilities() {
+		return nil
+	}
+	var out []string
+	for _, c := range cards {
+		if it, ok := st.snap.Lookup(c.ID); ok && it.Kind == toolid.KindTool && r.decide(ctx, st, it, policy.ActionCall).RequiresCapability {
+			out = append(out, c.ID)
+		}
+	}
+	return out
 }
 
 // visibleCards drops the cards of items the caller may not see; cards of

@@ -316,6 +316,10 @@ func protocolCode(code int64) string {
 // rpcError is a gateway error of a method other than tools/call as a
 // JSON-RPC error whose message starts with its code.
 func rpcError(e *Error) error {
+	if e.Code == CodeCapabilityInvalid && e.rpcData == nil {
+		// Spec 004's data.reason, and quiver's details beside it.
+		e.rpcData = capabilityData(e)
+	}
 	return &jsonrpc.Error{Code: codes.JSONRPC(e.Code), Message: e.Code + ": " + e.Message, Data: e.rpcData}
 }
 

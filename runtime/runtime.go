@@ -165,6 +165,10 @@ type Runtime struct {
 	admin    http.Handler
 	console  http.Handler
 
+	// caps issues and checks capability tokens (spec 004); opened by
+	// Start.
+	caps *capabilities
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }

@@ -72,13 +72,17 @@ func (r *Runtime) openSafety(ctx context.Context) error {
 					return
 				}
 				r.log.Info("policy reloaded", "policy_id", p.ID, "version", p.Version)
+				r.syncCapabilityTools()
 			}})
 		}()
 	} else if r.auth.policy == nil {
 		r.log.Warn("no policy configured: every principal sees and calls every tool; configure policy.file for default-deny authorization")
 	}
+	if err := r.openCapabilities(); err != nil {
+		return fmt.Errorf("capabilities: %w", err)
+	}
 	if len(r.adminToken) > 0 || r.adminClaim != nil {
-		ao := admin.Options{Incident: r.auth.incident, Approvals: r.auth.approvals, Token: r.adminToken, Logger: r.log,
+		ao := admin.Options{Incident: r.auth.incident, Approvals: r.auth.approvals, Capabilities: r.caps.store, ToolRequests: r.caps.requests, Token: r.adminToken, Logger: r.log,
 			OnAction: r.adminReceipt, OnDeny: func(req *http.Request, reason string) { r.denyReceipt(req, reason) }}
 		if r.adminClaim != nil && r.verifier != nil {
 			ao.Verifier, ao.AdminClaim = r.verifier, *r.adminClaim

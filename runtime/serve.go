@@ -79,6 +79,9 @@ func (r *Runtime) Handler(path string) http.Handler {
 		mux.Handle(admin.ConsolePrefix, guard(r.console))
 	}
 	mux.Handle("/healthz", guard(http.HandlerFunc(r.healthz)))
+	// The public keys of capability tokens, for holders and relying
+	// parties that verify them.
+	mux.Handle(JWKSPath, hostGuard(r.cfg.Listen.AllowedHosts, r.cfg.Listen.AllowedOrigins, http.HandlerFunc(r.serveJWKS)))
 	mux.Handle("/metrics", guard(r.guardMetrics(promhttp.HandlerFor(r.met.reg, promhttp.HandlerOpts{Registry: r.met.reg}))))
 	return mux
 }

@@ -58,6 +58,13 @@ func (r *Runtime) newServer() *mcp.Server {
 			s.AddTool(t, r.handleView)
 		}
 	}
+	if err := r.registerCapabilityMethods(s); err != nil {
+		// Only a name that shadows a standard method fails, which these
+		// do not.
+		panic(err)
+	}
+	r.server = s
+	r.syncCapabilityTools()
 	return s
 }
 

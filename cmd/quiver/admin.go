@@ -110,6 +110,27 @@ func newAdminCmd() *cobra.Command {
 			return call(c, http.MethodDelete, "revocations/"+kind.path+"/"+a[0], nil)
 		}))
 	}
+	var capHolder, capKID string
+	revokeCap := leaf("capability [JTI]", "Revoke a capability token by jti (and its attenuations), or every token of a holder (--holder) or signed by a key (--kid)", cobra.MaximumNArgs(1), func(c *cobra.Command, a []string) error {
+		body := map[string]string{"reason": reason}
+		n := 0
+		if len(a) == 1 {
+			body["jti"], n = a[0], n+1
+		}
+		if capHolder != "" {
+			body["holder"], n = capHolder, n+1
+		}
+		if capKID != "" {
+			body["kid"], n = capKID, n+1
+		}
+		if n != 1 {
+			return usageError(fmt.Errorf("give exactly one of JTI, --holder and --kid"))
+		}
+		return call(c, http.MethodPost, "capabilities/revocations", body)
+	})
+	revokeCap.Flags().StringVar(&capHolder, "holder", "", "a holder's principal key (jwt:<issuer>:<sub>)")
+	revokeCap.Flags().StringVar(&capKID, "kid", "", "a signing key's kid")
+	revoke.AddCommand(revokeCap)
 	revoke.PersistentFlags().StringVar(&reason, "reason", "", "why (recorded)")
 
 	quarantine := leaf("quarantine SESSION", "Quarantine an MCP session", cobra.ExactArgs(1), func(c *cobra.Command, a []string) error {
@@ -132,6 +153,15 @@ func newAdminCmd() *cobra.Command {
 			return call(c, http.MethodPost, "approvals/"+a[0]+"/deny", map[string]string{})
 		}),
 	)
-	cmd.AddCommand(incident, kill, revoke, restore, quarantine, release, approvals)
+	capabilities := &cobra.Command{Use: "capabilities", Short: "List live capability tokens and their revocations"}
+	capabilities.AddCommand(
+		leaf("list", "List live capability tokens (ids, holders, thumbprints)", cobra.NoArgs, func(c *cobra.Command, _ []string) error {
+			return call(c, http.MethodGet, "capabilities", nil)
+		}),
+		leaf("revocations", "List the capability revocation list", cobra.NoArgs, func(c *cobra.Command, _ []string) error {
+			return call(c, http.MethodGet, "capabilities/revocations", nil)
+		}),
+	)
+	cmd.AddCommand(incident, kill, revoke, restore, quarantine, release, approvals, capabilities)
 	return cmd
 }

@@ -24,6 +24,9 @@
 //	GET    /admin/v1/approvals/{id}
 //	POST   /admin/v1/approvals/{id}/grant
 //	POST   /admin/v1/approvals/{id}/deny
+//	GET    /admin/v1/capabilities                   live capability tokens (capabilities.go)
+//	GET    /admin/v1/capabilities/revocations
+//	POST   /admin/v1/capabilities/revocations       {"jti" | "holder" | "kid", "reason"?}
 //
 // Answers are JSON; errors are {"error": code, "message": one line}.
 //
@@ -47,6 +50,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/quiver-mcp/quiver/runtime/capability"
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/state"
@@ -127,6 +131,11 @@ type Action struct {
 type Options struct {
 	Incident  *policy.Incident
 	Approvals *policy.Approvals
+	// Capabilities, when set, serves the capability endpoints
+	// (capabilities.go).
+	Capabilities *capability.Store
+	// ToolRequests, when set, lists restricted principals' requests.
+	ToolRequests *capability.Requests
 	// Token is the admin bearer token (at least 32 bytes), typically read
 	// from an environment variable named in the configuration.
 	Token []byte
@@ -291,6 +300,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /admin/v1/approvals/{id}", h.op("admin/approval.get", h.getApproval))
 	m.HandleFunc("POST /admin/v1/approvals/{id}/grant", h.op("admin/approval.grant", h.decide(true)))
 	m.HandleFunc("POST /admin/v1/approvals/{id}/deny", h.op("admin/approval.deny", h.decide(false)))
+	h.capabilityRoutes()
 	m.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such admin endpoint")
 	})

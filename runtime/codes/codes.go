@@ -94,6 +94,13 @@ const (
 	ToolError               = "TOOL_ERROR"
 )
 
+// Codes of capability tokens (spec 004): runtime/capability.
+const (
+	CapabilityInvalid       = "CAPABILITY_INVALID"
+	CapabilityRequestDenied = "CAPABILITY_REQUEST_DENIED"
+	ToolRequestPending      = "TOOL_REQUEST_PENDING"
+)
+
 // Codes of requests the go-sdk refused or failed before quiver's handlers
 // ran (receipts only: the client gets the go-sdk's own JSON-RPC error or
 // HTTP status).
@@ -285,6 +292,12 @@ var table = []Info{
 		Description: "the tool's result does not follow its outputSchema, or a cli tool's output is not what its parser reads; the result is withheld (logged and receipted, never shown)"},
 	{Code: PermissionMissing, Origin: Quiver, Receipt: Deny, JSONRPC: invalidParams,
 		Description: "the caller lacks a permission the tool needs: its manifest's permissions, allow_destructive for a destructive tool, or the elevated permissions its elevation rule asks for these arguments; details.missing lists them"},
+	{Code: CapabilityInvalid, Origin: Quiver, Receipt: Deny, JSONRPC: invalidParams,
+		Description: "the tool needs a capability token and none was presented, or the token or its proof of possession is refused: details.reason says why (details.request how to ask for one), details.code is spec 004's -32003; nothing reached the upstream"},
+	{Code: CapabilityRequestDenied, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
+		Description: "the access declarations do not let the principal hold a capability for a requested tool (details.tools), an operator denied the request, or an attenuation would widen its parent"},
+	{Code: ToolRequestPending, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
+		Description: "the caller is a restricted principal: its call was recorded as request details.request_id, which a full principal with the fulfil permission runs on its behalf (tool_fulfil); read the result with tool_requests"},
 
 	{Code: MethodNotFound, Origin: Quiver, Receipt: Deny, JSONRPC: jsonrpc.CodeMethodNotFound,
 		Description: "receipts only: the go-sdk refused a method it does not know"},

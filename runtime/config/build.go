@@ -652,6 +652,15 @@ func (c *checker) safety(cfg *Config) {
 		c.duration("/policy/watch_interval", cfg.Policy.WatchInterval, true)
 	}
 	c.duration("/approvals/ttl", cfg.Approvals.TTL, true)
+	if c.has("/capabilities/key_file") {
+		cfg.Capabilities.KeyFile = c.path("/capabilities/key_file", cfg.Capabilities.KeyFile)
+	}
+	c.duration("/capabilities/default_duration", cfg.Capabilities.DefaultDuration, true)
+	c.duration("/capabilities/max_duration", cfg.Capabilities.MaxDuration, true)
+	c.duration("/capabilities/proof_window", cfg.Capabilities.ProofWindow, true)
+	if cfg.Capabilities.DefaultDuration > cfg.Capabilities.MaxDuration {
+		c.fail("/capabilities/default_duration", "must not exceed max_duration (%s)", cfg.Capabilities.MaxDuration)
+	}
 }
 
 // checkOutputPolicy compiles an upstream's output policy rules.

@@ -194,6 +194,8 @@ type Config struct {
 	Policy Policy `json:"policy,omitzero" yaml:"policy,omitempty"`
 	// Approvals configure the approval store.
 	Approvals Approvals `json:"approvals" yaml:"approvals"`
+	// Capabilities configure the capability tokens of spec 004.
+	Capabilities Capabilities `json:"capabilities" yaml:"capabilities"`
 	// Receipts configure the audit receipts (state_dir/receipts).
 	Receipts Receipts `json:"receipts" yaml:"receipts"`
 	// Incident configures the incident-mode state.
@@ -249,6 +251,24 @@ func (p Policy) IsZero() bool { return p.File == "" }
 type Approvals struct {
 	TTL        units.Duration `json:"ttl" yaml:"ttl"`
 	MaxPending int            `json:"max_pending" yaml:"max_pending"`
+}
+
+// Capabilities configure capability tokens (spec 004): who signs them, for
+// how long they may live, and the proof-of-possession window.
+type Capabilities struct {
+	// Issuer is the iss of the tokens this gateway signs and accepts; every
+	// replica of one fleet uses the same.
+	Issuer string `json:"issuer" yaml:"issuer"`
+	// KeyFile is the absolute path of the signing keyring (Ed25519 private
+	// JWKs, mode 0600); "" keeps it in state_dir/capability-keys.json.
+	// Replicas share one keyring by pointing at the same file.
+	KeyFile string `json:"key_file,omitempty" yaml:"key_file,omitempty"`
+	// DefaultDuration is the life of a token whose request names none;
+	// MaxDuration caps every token's life.
+	DefaultDuration units.Duration `json:"default_duration" yaml:"default_duration"`
+	MaxDuration     units.Duration `json:"max_duration" yaml:"max_duration"`
+	// ProofWindow bounds how far a proof's iat may be from the clock.
+	ProofWindow units.Duration `json:"proof_window" yaml:"proof_window"`
 }
 
 // Receipts configure the receipts writer.
@@ -746,6 +766,9 @@ func Default() *Config {
 		State:      State{Backend: StateEmbedded, Redis: Redis{KeyPrefix: DefaultRedisKeyPrefix}},
 		Log:        Log{Level: "info", Format: "text"},
 		Timing:     DefaultTiming(),
+
+		Capabilities: Capabilities{Issuer: DefaultCapabilityIssuer, DefaultDuration: DefaultCapabilityDuration,
+			MaxDuration: DefaultCapabilityMaxDuration, ProofWindow: DefaultCapabilityProofWindow},
 	}
 }
 
@@ -754,6 +777,11 @@ const (
 	DefaultPolicyWatchInterval = units.Duration(2 * time.Second)
 	DefaultApprovalTTL         = units.Duration(15 * time.Minute)
 	DefaultApprovalMaxPending  = 100
+
+	DefaultCapabilityIssuer      = "quiver"
+	DefaultCapabilityDuration    = units.Duration(time.Hour)
+	DefaultCapabilityMaxDuration = units.Duration(24 * time.Hour)
+	DefaultCapabilityProofWindow = units.Duration(60 * time.Second)
 )
 
 // NewUpstream returns an upstream entry named name with every default that

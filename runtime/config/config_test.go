@@ -171,11 +171,13 @@ func TestFullExample(t *testing.T) {
 			Local: identity.LocalConfig{Sub: "alice", ActorType: "user", OrgID: "acme", Claims: map[string]any{"groups": []any{"sre"}}}},
 		Policy:    Policy{File: "/etc/quiver/policy.yaml", WatchInterval: units.Duration(5 * time.Second)},
 		Approvals: Approvals{TTL: units.Duration(10 * time.Minute), MaxPending: 20},
-		Receipts:  Receipts{Stdout: true},
-		Incident:  Incident{Persist: false, Quarantine: Quarantine{Denials: 10, Window: units.Duration(30 * time.Second)}},
-		Admin:     Admin{TokenEnv: "QUIVER_ADMIN_TOKEN", Claim: &AdminClaim{Name: "quiver_admin", Value: "true"}},
-		Log:       Log{Level: "debug", Format: "json"},
-		Timing:    Timing{ReadyTimeout: 3 * time.Second, CallTimeout: time.Duration(DefaultCallTimeout)},
+		Capabilities: Capabilities{Issuer: "fleet-a", KeyFile: "/etc/quiver/keys/capability.json", DefaultDuration: units.Duration(30 * time.Minute),
+			MaxDuration: units.Duration(8 * time.Hour), ProofWindow: units.Duration(30 * time.Second)},
+		Receipts: Receipts{Stdout: true},
+		Incident: Incident{Persist: false, Quarantine: Quarantine{Denials: 10, Window: units.Duration(30 * time.Second)}},
+		Admin:    Admin{TokenEnv: "QUIVER_ADMIN_TOKEN", Claim: &AdminClaim{Name: "quiver_admin", Value: "true"}},
+		Log:      Log{Level: "debug", Format: "json"},
+		Timing:   Timing{ReadyTimeout: 3 * time.Second, CallTimeout: time.Duration(DefaultCallTimeout)},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -223,7 +225,7 @@ func TestJSONInput(t *testing.T) {
 		t.Fatalf("$schema key: %v", err)
 	}
 	_, err = Parse("q.json", []byte("{\n\t\"mode\": \"direct\",\n\t\"bogus\": 1\n}"), "/")
-	assertErr(t, err, "q.json:3:2: bogus: unknown key; allowed: admin, approvals, artifacts, auth, browse, cache, environment, expose, firewall, incident, insecure, listen, log, mode, policy, principals, rate_limits, receipts, registry, retry, schema, state, state_dir, strict_args, tolerant_args, upstreams")
+	assertErr(t, err, "q.json:3:2: bogus: unknown key; allowed: admin, approvals, artifacts, auth, browse, cache, capabilities, environment, expose, firewall, incident, insecure, listen, log, mode, policy, principals, rate_limits, receipts, registry, retry, schema, state, state_dir, strict_args, tolerant_args, upstreams")
 }
 
 func TestDefaults(t *testing.T) {

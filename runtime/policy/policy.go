@@ -57,6 +57,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/schemas"
@@ -188,6 +189,9 @@ type Request struct {
 	// SessionID is the MCP session (used by incident quarantine, not by
 	// policy rules).
 	SessionID string
+	// Now is the time access rules' expiry is judged at (zero: the
+	// clock).
+	Now time.Time
 }
 
 // Decision is the answer to a Request.
@@ -204,6 +208,12 @@ type Decision struct {
 	// that matched an ActionSample or ActionElicit request gives deny with
 	// POLICY_DENIED, APPROVAL_REQUIRED, then the rule's own codes.
 	ReasonCodes []string `json:"reason_codes"`
+	// RequiresCapability is set when an access declaration makes the call
+	// present a capability token (reason code CAPABILITY_REQUIRED);
+	// CapabilityApproval when a request for that capability waits for an
+	// operator.
+	RequiresCapability bool `json:"requires_capability,omitempty"`
+	CapabilityApproval bool `json:"capability_approval,omitempty"`
 }
 
 // Allowed reports whether the decision lets a call proceed without an
@@ -260,6 +270,10 @@ type File struct {
 	PolicyID    string `json:"policy_id"`
 	Description string `json:"description,omitempty"`
 	Rules       []Rule `json:"rules"`
+	// Access holds the access declarations (spec 004): per principal, which
+	// tools it may reach, and whether a call needs an approval or a
+	// capability token. They narrow what the rules allow.
+	Access []Access `json:"access,omitempty"`
 }
 
 // Rule is one rule of a policy file.
@@ -305,15 +319,17 @@ type Policy struct {
 	// Version is "sha256:<hex>" of the canonical policy (the parsed file
 	// re-encoded as compact JSON with sorted keys, $schema left out): the
 	// same rules give the same version whatever the formatting.
-	Version string
-	file    File
-	rules   []*compiledRule // sorted: priority desc, then file order
+	Version  string
+	file     File
+	rules    []*compiledRule // sorted: priority desc, then file order
+	accesses []*compiledAccess
 }
 
 // File returns a copy of the parsed file.
 func (p *Policy) File() File {
 	f := p.file
 	f.Rules = slices.Clone(f.Rules)
+	f.Access = slices.Clone(f.Access)
 	return f
 }
 
@@ -480,6 +496,18 @@ func compile(name string, d *doc, f File) (*Policy, error) {
 		p.rules = append(p.rules, cr)
 	}
 	sort.SliceStable(p.rules, func(i, j int) bool { return p.rules[i].Priority > p.rules[j].Priority })
+	for i, a := range f.Access {
+		ptr := "/access/" + strconv.Itoa(i)
+		if j, dup := seen["access:"+a.ID]; dup {
+			return nil, fail(ptr+"/id", "access id %q is used by access[%d] too", a.ID, j)
+		}
+		seen["access:"+a.ID] = i
+		ca, err := compileAccess(a)
+		if err != nil {
+			return nil, fail(ptr, "%v", err)
+		}
+		p.accesses = append(p.accesses, ca)
+	}
 	return p, nil
 }
 
@@ -653,7 +681,7 @@ func (p *Policy) Decide(req Request) Decision {
 				return d
 			}
 			d.ReasonCodes = slices.Clone(d.ReasonCodes)
-			return d
+			return p.access(&req, d)
 		}
 	}
 	return Decision{Effect: EffectDeny, PolicyID: p.ID, PolicyVersion: p.Version, ReasonCodes: []string{ReasonDenied, ReasonNoMatchingRule}}

@@ -80,6 +80,9 @@ type Receipt struct {
 	// Tool is what quiver knew and did of a tool call: nil for other
 	// requests.
 	Tool *Tool `json:"tool,omitempty"`
+	// Capability is set on requests that involved a capability token or a
+	// restricted principal's request (spec 004).
+	Capability *Capability `json:"capability,omitempty"`
 }
 
 // Denial stages of a tool call (spec 002 §1.9): where the pipeline
@@ -114,6 +117,27 @@ type Tool struct {
 	DocumentHashes []string `json:"document_hashes,omitempty"`
 	// BatchTotalBytes is the total size of those documents.
 	BatchTotalBytes int64 `json:"batch_total_bytes,omitempty"`
+}
+
+// Capability is what a receipt records of a capability token: its ids and
+// the holder key's thumbprint, never the token text.
+type Capability struct {
+	// Action is grant, pending, refuse, use, attenuate, revoke, request or
+	// fulfil.
+	Action string `json:"action"`
+	// JTI is the token's id, Parent the token it was attenuated from, JKT
+	// the RFC 7638 thumbprint of the holder key, KID the signing key.
+	JTI    string `json:"jti,omitempty"`
+	Parent string `json:"parent,omitempty"`
+	JKT    string `json:"jkt,omitempty"`
+	KID    string `json:"kid,omitempty"`
+	// Reason is the stable reason of a refusal (data.reason).
+	Reason string `json:"reason,omitempty"`
+	// RequestID, OnBehalfOf and FulfilledBy describe a restricted
+	// principal's call fulfilled by a full one.
+	RequestID   string `json:"request_id,omitempty"`
+	OnBehalfOf  string `json:"on_behalf_of,omitempty"`
+	FulfilledBy string `json:"fulfilled_by,omitempty"`
 }
 
 // Principal is who made the request; Sub is "" and ActorType "unknown"
