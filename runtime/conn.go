@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/runtime/protocol"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 )
 
@@ -147,21 +148,22 @@ func (l liveConn) listing(ctx context.Context) (catalog.Source, error) {
 	return src, nil
 }
 
+// asksMidCall reports whether upstream session uc asks for input in the
+// middle of a call (protocol 2025-11-25 or older), so that a sessionless
+// caller's call to it is held (see relayed).
+func asksMidCall(uc *upstream.Client) func() bool {
+	return func() bool { return protocol.AsksMidCall(uc.State().Protocol) }
+}
+
 func (l liveConn) callTool(ctx context.Context, it *catalog.Item, args map[string]any) (*mcp.CallToolResult, error) {
 	uc, err := l.client(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ctx, meta, done := l.begin(ctx, uc, it)
-	defer done()
-	return relayed(ctx, l.input, it.Server, it.ID, it.ID, args,
-		func(r *mcp.CallToolResult) (mcp.InputRequestMap, string, bool) {
-			if r == nil || !r.NeedsInput() {
-				return nil, "", false
-			}
-			return r.InputRequests, r.RequestState, true
-		}, func(r *mcp.CallToolResult, s string) { r.RequestState = s },
+	return relayed(ctx, l.input, asksMidCall(uc), it.Server, it.ID, it.ID, args, toolShape,
 		func(ctx context.Context, answers mcp.InputResponseMap, upState string) (*mcp.CallToolResult, error) {
+			ctx, meta, done := l.begin(ctx, uc, it)
+			defer done()
 			return uc.CallToolParams(ctx, &mcp.CallToolParams{Name: it.UpstreamName, Arguments: args, Meta: meta,
 				InputResponses: answers, RequestState: upState})
 		})
@@ -172,17 +174,11 @@ func (l liveConn) readResource(ctx context.Context, it *catalog.Item) (*mcp.Read
 	if err != nil {
 		return nil, err
 	}
-	ctx, meta, done := l.begin(ctx, uc, it)
-	defer done()
 	// A template's URIs share its item: the URI is part of the target.
-	return relayed(ctx, l.input, it.Server, it.ID, it.ID+"\n"+it.UpstreamName, nil,
-		func(r *mcp.ReadResourceResult) (mcp.InputRequestMap, string, bool) {
-			if r == nil || !r.NeedsInput() {
-				return nil, "", false
-			}
-			return r.InputRequests, r.RequestState, true
-		}, func(r *mcp.ReadResourceResult, s string) { r.RequestState = s },
+	return relayed(ctx, l.input, asksMidCall(uc), it.Server, it.ID, it.ID+"\n"+it.UpstreamName, nil, resourceShape,
 		func(ctx context.Context, answers mcp.InputResponseMap, upState string) (*mcp.ReadResourceResult, error) {
+			ctx, meta, done := l.begin(ctx, uc, it)
+			defer done()
 			return uc.ReadResourceParams(ctx, &mcp.ReadResourceParams{URI: it.UpstreamName, Meta: meta,
 				InputResponses: answers, RequestState: upState})
 		})
@@ -193,16 +189,10 @@ func (l liveConn) getPrompt(ctx context.Context, it *catalog.Item, args map[stri
 	if err != nil {
 		return nil, err
 	}
-	ctx, meta, done := l.begin(ctx, uc, it)
-	defer done()
-	return relayed(ctx, l.input, it.Server, it.ID, it.ID, args,
-		func(r *mcp.GetPromptResult) (mcp.InputRequestMap, string, bool) {
-			if r == nil || !r.NeedsInput() {
-				return nil, "", false
-			}
-			return r.InputRequests, r.RequestState, true
-		}, func(r *mcp.GetPromptResult, s string) { r.RequestState = s },
+	return relayed(ctx, l.input, asksMidCall(uc), it.Server, it.ID, it.ID, args, promptShape,
 		func(ctx context.Context, answers mcp.InputResponseMap, upState string) (*mcp.GetPromptResult, error) {
+			ctx, meta, done := l.begin(ctx, uc, it)
+			defer done()
 			return uc.GetPromptParams(ctx, &mcp.GetPromptParams{Name: it.UpstreamName, Arguments: args, Meta: meta,
 				InputResponses: answers, RequestState: upState})
 		})

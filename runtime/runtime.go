@@ -332,6 +332,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if r.mrtr.seal, err = protocol.NewSealer(key, protocol.SealerOptions{Redeemed: protocol.KVRedeemed{KV: r.kv}}); err != nil {
 		return err
 	}
+	if r.mrtr.holds, err = protocol.NewHolds(protocol.HoldOptions{Timeout: time.Duration(r.cfg.Listen.MRTRHold)}); err != nil {
+		return err
+	}
 	if err := r.pinRegistry(); err != nil {
 		return err
 	}
@@ -387,6 +390,10 @@ func (r *Runtime) Start(ctx context.Context) error {
 func (r *Runtime) Close() error {
 	if r.cancel != nil {
 		r.cancel()
+	}
+	if r.mrtr.holds != nil {
+		// Held upstream calls end before the upstream sessions they use.
+		r.mrtr.holds.Close()
 	}
 	r.wg.Wait()
 	r.mu.Lock()

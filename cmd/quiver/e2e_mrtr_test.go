@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 roots and sampling are deprecated in protocol 2026-07-28 only; quiver relays them for the protocols that have them, which is what these tests check.
+
 package main
 
 import (
@@ -73,14 +75,14 @@ func mrtrCall(t *testing.T, c *fwdClient, mode, upstream, tool string, args map[
 	return text, isErr
 }
 
-// TestE2EForwardMRTR: elicitation and sampling of upstreams at 2026-07-28
-// and 2025-11-25 reach clients at both revisions, in gateway and direct
-// modes, over stdio and HTTP. A 2026-07-28 client gets them as
-// input_required results relayed under quiver's sealed state (the go-sdk
-// client's loop answers them with its handlers); a 2025-11-25 client gets
-// them as requests on its session. A 2025-11-25 upstream's request in the
-// middle of a call cannot reach a 2026-07-28 client: it is refused with
-// RELAY_SESSIONLESS.
+// TestE2EForwardMRTR: elicitation, sampling and roots of upstreams at
+// 2026-07-28 and 2025-11-25 reach clients at both revisions (all four
+// pairs), in gateway and direct modes, over stdio and HTTP. A 2026-07-28
+// client gets them as input_required results under quiver's sealed state
+// (the go-sdk client's loop answers them with its handlers): relayed from
+// a 2026-07-28 upstream, and from a 2025-11-25 upstream's request in the
+// middle of a call, whose upstream call quiver holds until the retry. A
+// 2025-11-25 client gets them as requests on its session.
 func TestE2EForwardMRTR(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"direct", "gateway"} {
@@ -94,6 +96,7 @@ func TestE2EForwardMRTR(t *testing.T) {
 				for _, rev := range []string{"2026-07-28", "2025-11-25"} {
 					c := newFwdClient("c" + strings.ReplaceAll(rev, "-", ""))
 					c.so = &mcp.ClientSessionOptions{ProtocolVersion: rev}
+					c.roots = []*mcp.Root{{URI: "file:///work/" + c.name, Name: c.name}}
 					if transport == "http" {
 						c.connectHTTP(t, srv, true)
 					} else {
@@ -105,26 +108,22 @@ func TestE2EForwardMRTR(t *testing.T) {
 						t.Fatalf("negotiated %s, want %s", got, rev)
 					}
 					if mode == "direct" {
-						c.waitTools(t, "new__ask", "new__consult", "old__ask", "old__consult")
+						c.waitTools(t, "new__ask", "new__consult", "new__roots", "old__ask", "old__consult", "old__roots")
 					}
 					for _, up := range []string{"new", "old"} {
 						q := fmt.Sprintf("question of %s via %s", c.name, up)
 						p := fmt.Sprintf("prompt of %s via %s", c.name, up)
 						ask, askErr := mrtrCall(t, c, mode, up, "ask", map[string]any{"question": q})
 						consult, consultErr := mrtrCall(t, c, mode, up, "consult", map[string]any{"prompt": p})
-						if rev >= "2026-07-28" && up == "old" {
-							for _, got := range []string{ask, consult} {
-								if !strings.Contains(got, "RELAY_SESSIONLESS") {
-									t.Errorf("%s client, %s upstream: got %q, want RELAY_SESSIONLESS", rev, up, got)
-								}
-							}
-							continue
-						}
+						roots, rootsErr := mrtrCall(t, c, mode, up, "roots", map[string]any{})
 						if askErr || !strings.Contains(ask, `asked: accept {"answer":"answer-of-`+c.name+` to `+q+`"}`) {
 							t.Errorf("%s client, %s upstream: ask = %q (error %v)", rev, up, ask, askErr)
 						}
 						if consultErr || !strings.Contains(consult, "consulted: model-"+c.name+" answer-of-"+c.name+" to "+p) {
 							t.Errorf("%s client, %s upstream: consult = %q (error %v)", rev, up, consult, consultErr)
+						}
+						if rootsErr || !strings.Contains(roots, "roots: file:///work/"+c.name) {
+							t.Errorf("%s client, %s upstream: roots = %q (error %v)", rev, up, roots, rootsErr)
 						}
 					}
 				}
@@ -134,4 +133,181 @@ func TestE2EForwardMRTR(t *testing.T) {
 			})
 		}
 	}
+}
+
+// holdConfig writes a direct-mode configuration with one upstream held to
+// 2025-11-25 ("old", with -extras), recording its calls in record; hold
+// is listen.mrtr_hold ("" for the default).
+func holdConfig(t *testing.T, record, hold string) string {
+	t.Helper()
+	dir := t.TempDir()
+	var b strings.Builder
+	fmt.Fprintf(&b, "mode: direct\nenvironment: dev\nstate_dir: %s\n", filepath.Join(dir, "state"))
+	if hold != "" {
+		fmt.Fprintf(&b, "listen: {mrtr_hold: %s}\n", hold)
+	}
+	fmt.Fprintf(&b, "upstreams:\n  - name: old\n    command: [%q, \"-extras\", \"-name\", \"old\", \"-max-protocol\", \"2025-11-25\", \"-record\", %q]\n", upstreamBin, record)
+	cfg := filepath.Join(dir, "quiver.yaml")
+	must(t, os.WriteFile(cfg, []byte(b.String()), 0o644))
+	return cfg
+}
+
+// holdSession connects a 2026-07-28 client that announces elicitation and
+// answers input_required results itself (the go-sdk's loop is off).
+func holdSession(t *testing.T, srv *httpServer) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "holder", Version: "1"}, &mcp.ClientOptions{
+		Capabilities:   &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}},
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), fwdTimeout)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %s", v)
+	}
+	return cs
+}
+
+// holdCall calls old__elicit_wait with question q (sleeping ms after the
+// answer), answering input request id with "yes" when id is set.
+func holdCall(ctx context.Context, cs *mcp.ClientSession, q string, ms int, id, state string) (*mcp.CallToolResult, error) {
+	p := &mcp.CallToolParams{Name: "old__elicit_wait", Arguments: map[string]any{"question": q, "ms": ms}, RequestState: state}
+	if id != "" {
+		p.InputResponses = mcp.InputResponseMap{id: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "yes"}}}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, fwdTimeout)
+		defer cancel()
+	}
+	return cs.CallTool(ctx, p)
+}
+
+// holdAsked checks that res asks question q and returns its id and state.
+func holdAsked(t *testing.T, res *mcp.CallToolResult, err error, q string) (string, string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("call: %v", err)
+	}
+	if !res.NeedsInput() || len(res.InputRequests) != 1 || res.RequestState == "" {
+		var text string
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				text += tc.Text
+			}
+		}
+		t.Fatalf("want one input request and a state, got %+v %s", res, text)
+	}
+	for id, ir := range res.InputRequests {
+		if ep, ok := ir.(*mcp.ElicitParams); !ok || ep.Message != q {
+			t.Fatalf("input request %q = %#v, want an elicitation of %q", id, ir, q)
+		}
+		return id, res.RequestState
+	}
+	return "", ""
+}
+
+// TestE2EForwardHold: a 2025-11-25 upstream's elicitation in the middle of
+// a call for a 2026-07-28 client holds the upstream call until the
+// client's retry. An unanswered retry is asked again; a replayed state, a
+// retry on another replica, a retry after the hold timeout and a retry
+// whose request was cancelled are refused with REQUEST_STATE_INVALID,
+// and no call reaches the upstream twice.
+func TestE2EForwardHold(t *testing.T) {
+	t.Parallel()
+	record := filepath.Join(t.TempDir(), "calls.jsonl")
+	cfg := holdConfig(t, record, "")
+	a, b := startHTTP(t, "--config", cfg), startHTTP(t, "--config", cfg)
+	ca, cb := holdSession(t, a), holdSession(t, b)
+	refused := func(t *testing.T, err error, want string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "REQUEST_STATE_INVALID") || !strings.Contains(err.Error(), want) {
+			t.Fatalf("got %v, want REQUEST_STATE_INVALID: ...%s...", err, want)
+		}
+	}
+	ctx := context.Background()
+
+	t.Run("answered, then replayed", func(t *testing.T) {
+		res, err := holdCall(ctx, ca, "q-replay", 0, "", "")
+		id, st := holdAsked(t, res, err, "q-replay")
+		// No answer: the same request again, under a new state.
+		res, err = holdCall(ctx, ca, "q-replay", 0, "", st)
+		id2, st2 := holdAsked(t, res, err, "q-replay")
+		if id2 != id || st2 == st {
+			t.Fatalf("re-asked as %q under %q, want %q under a new state", id2, st2, id)
+		}
+		res, err = holdCall(ctx, ca, "q-replay", 0, id, st2)
+		if err != nil || res.NeedsInput() || len(res.Content) == 0 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `elicited: accept {"answer":"yes"}`) {
+			t.Fatalf("answered retry: %+v, %v", res, err)
+		}
+		_, err = holdCall(ctx, ca, "q-replay", 0, id, st2)
+		refused(t, err, "used already")
+		_, err = holdCall(ctx, ca, "q-replay", 0, id, st)
+		refused(t, err, "used already")
+	})
+	t.Run("another replica", func(t *testing.T) {
+		res, err := holdCall(ctx, ca, "q-replica", 0, "", "")
+		id, st := holdAsked(t, res, err, "q-replica")
+		_, err = holdCall(ctx, cb, "q-replica", 0, id, st)
+		refused(t, err, "held by another quiver process or replica")
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		elicited := holdEvents(t, record, "elicited")
+		res, err := holdCall(ctx, ca, "q-cancel", 600000, "", "")
+		id, st := holdAsked(t, res, err, "q-cancel")
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := holdCall(cctx, ca, "q-cancel", 600000, id, st)
+			done <- err
+		}()
+		// The answer reached the upstream, which now sleeps.
+		fwdWaitRecorded(t, record, "elicited", "elicit_wait", elicited+1)
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("a cancelled retry returned no error")
+		}
+		fwdWaitRecorded(t, record, "cancelled", "elicit_wait", 1)
+		_, err = holdCall(ctx, ca, "q-cancel", 0, id, st)
+		refused(t, err, "used already")
+	})
+	t.Run("expired", func(t *testing.T) {
+		record := filepath.Join(t.TempDir(), "calls.jsonl")
+		e := startHTTP(t, "--config", holdConfig(t, record, "200ms"))
+		ce := holdSession(t, e)
+		res, err := holdCall(ctx, ce, "q-expire", 0, "", "")
+		id, st := holdAsked(t, res, err, "q-expire")
+		// The hold timeout cancels the upstream call: its elicitation
+		// fails.
+		fwdWaitRecorded(t, record, "elicit-failed", "elicit_wait", 1)
+		_, err = holdCall(ctx, ce, "q-expire", 0, id, st)
+		refused(t, err, "held call has ended")
+		if n := holdEvents(t, record, "call"); n != 1 {
+			t.Errorf("the upstream saw %d calls, want 1", n)
+		}
+	})
+	// One upstream call per first try, whatever the retries did.
+	if n := holdEvents(t, record, "call"); n != 3 {
+		t.Errorf("the upstream saw %d calls, want 3", n)
+	}
+	if t.Failed() {
+		t.Logf("quiver A:\n%s\nquiver B:\n%s", a.log(), b.log())
+	}
+}
+
+// holdEvents counts the events of elicit_wait an upstream recorded.
+func holdEvents(t *testing.T, record, event string) int {
+	t.Helper()
+	n := 0
+	for _, m := range fwdRecorded(t, record) {
+		if m["event"] == event && m["tool"] == "elicit_wait" {
+			n++
+		}
+	}
+	return n
 }

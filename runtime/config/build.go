@@ -208,6 +208,7 @@ func (c *checker) listen(l *Listen) {
 		}
 	}
 	c.duration("/listen/session_idle_timeout", l.SessionIdleTimeout, false)
+	c.duration("/listen/mrtr_hold", l.MRTRHold, true)
 }
 
 // upstreams checks every upstream entry and fills in the defaults that

@@ -109,6 +109,7 @@ const (
 	DefaultConnectTimeout     = units.Duration(10 * time.Second)
 	DefaultCallTimeout        = units.Duration(60 * time.Second)
 	DefaultSessionIdleTimeout = units.Duration(time.Hour)
+	DefaultMRTRHold           = units.Duration(time.Minute)
 	DefaultTopK               = 10
 	DefaultMaxChildren        = 20
 	DefaultMaxInlineTokens    = 800
@@ -352,6 +353,11 @@ type Listen struct {
 	// this long, releasing what it holds (per-client upstream sessions,
 	// subscriptions); 0 keeps idle sessions open.
 	SessionIdleTimeout units.Duration `json:"session_idle_timeout" yaml:"session_idle_timeout"`
+	// MRTRHold is how long an upstream call of a sessionless client
+	// (protocol 2026-07-28) waits for the client's retry when the upstream
+	// asked for input in the middle of the call (protocol 2025-11-25 or
+	// older); the call is cancelled after it.
+	MRTRHold units.Duration `json:"mrtr_hold" yaml:"mrtr_hold"`
 }
 
 // TLS names a certificate chain and its private key (absolute paths).
@@ -629,6 +635,7 @@ func Default() *Config {
 			Addr:               DefaultListenAddr,
 			Path:               DefaultListenPath,
 			SessionIdleTimeout: DefaultSessionIdleTimeout,
+			MRTRHold:           DefaultMRTRHold,
 		},
 		StateDir: sd,
 		Browse:   Browse{TopK: DefaultTopK, MaxChildren: DefaultMaxChildren},

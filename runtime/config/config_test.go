@@ -71,6 +71,7 @@ func TestFullExample(t *testing.T) {
 			AllowedHosts:       []string{"quiver.internal", "quiver.internal:9443"},
 			AllowedOrigins:     []string{"https://app.example.com"},
 			SessionIdleTimeout: units.Duration(15 * time.Minute),
+			MRTRHold:           units.Duration(2 * time.Minute),
 		},
 		StateDir: "/etc/quiver/state",
 		Upstreams: []Upstream{
