@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 logging is deprecated in protocol 2026-07-28 only; quiver carries the client's log level for the upstreams that still log.
+
 package runtime
 
 import (
@@ -52,6 +54,13 @@ type liveConn struct {
 	// 2026-07-28 to sessionless callers (see relayed); unset, they are
 	// answered by the upstream client's own loop.
 	input inputRelay
+	// levels, when set, returns the log level a downstream session set
+	// with logging/setLevel ("" for none).
+	levels func(*mcp.ServerSession) mcp.LoggingLevel
+	// lower, when set, lowers the level of upstream session uc (one that
+	// takes logging/setLevel) to lvl when it is set higher, as a
+	// session's logging/setLevel does.
+	lower func(ctx context.Context, uc *upstream.Client, lvl mcp.LoggingLevel)
 }
 
 // callTracker registers calls in flight with an upstream session; the
@@ -92,13 +101,43 @@ func (l liveConn) begin(ctx context.Context, uc *upstream.Client, it *catalog.It
 	// requests; the upstream sees them instead of quiver's own, so it
 	// asks only for input this client can give (the go-sdk client keeps
 	// a key already present).
-	if c := callerOf(ctx); c != nil && c.sessionless && c.capsMeta != nil {
+	c := callerOf(ctx)
+	if c != nil && c.sessionless && c.capsMeta != nil {
 		if meta == nil {
 			meta = mcp.Meta{}
 		}
 		meta[mcp.MetaKeyClientCapabilities] = c.capsMeta
 	}
+	// The client's log level travels with each call: an upstream at
+	// 2026-07-28 has no logging/setLevel and logs only at the level a
+	// request's _meta names; an older one ignores the key.
+	if lvl := l.levelOf(c); lvl != "" {
+		if meta == nil {
+			meta = mcp.Meta{}
+		}
+		meta[mcp.MetaKeyLogLevel] = string(lvl)
+		if c.sessionless && l.lower != nil && protocol.AsksMidCall(uc.State().Protocol) {
+			// An upstream before 2026-07-28 filters by its session's
+			// level; each downstream session filters again by its own
+			// (the request's, here).
+			l.lower(ctx, uc, lvl)
+		}
+	}
 	return ctx, meta, done
+}
+
+// levelOf is the log level of caller c: its request's at 2026-07-28, its
+// session's before.
+func (l liveConn) levelOf(c *caller) mcp.LoggingLevel {
+	switch {
+	case c == nil:
+		return ""
+	case c.sessionless:
+		return c.logLevel
+	case c.ss != nil && l.levels != nil:
+		return l.levels(c.ss)
+	}
+	return ""
 }
 
 func (l liveConn) name() string { return l.c.Name() }

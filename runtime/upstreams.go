@@ -95,7 +95,7 @@ func (r *Runtime) addUpstream(u *config.Upstream) error {
 	r.relayHooks(name, &c, &uo)
 	c = upstream.New(spec, uo)
 	r.clients = append(r.clients, c)
-	lc := liveConn{c: c, spec: spec, relay: r.relay, input: r.mrtr}
+	lc := liveConn{c: c, spec: spec, relay: r.relay, input: r.mrtr, levels: r.levels.of, lower: r.lowerLevel}
 	if u.Sessions == config.SessionsPerClient {
 		lc.perClient = r.affineClient
 	}

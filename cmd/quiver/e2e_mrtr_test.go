@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -310,4 +312,64 @@ func holdEvents(t *testing.T, record, event string) int {
 		}
 	}
 	return n
+}
+
+// TestE2ELogLevel: the client's log level reaches upstreams at both
+// revisions, for clients at both revisions: a 2026-07-28 request's _meta
+// level and a 2025-11-25 session's logging/setLevel travel in each call's
+// _meta (an upstream at 2026-07-28 has no logging/setLevel), and lower a
+// 2025-11-25 upstream's session level. A 2026-07-28 request without a
+// level gets no log messages.
+func TestE2ELogLevel(t *testing.T) {
+	t.Parallel()
+	srv := startHTTP(t, "--config", mrtrConfig(t, "direct"))
+	ctx := context.Background()
+	for _, rev := range []string{"2026-07-28", "2025-11-25"} {
+		c := newFwdClient("l" + strings.ReplaceAll(rev, "-", ""))
+		c.so = &mcp.ClientSessionOptions{ProtocolVersion: rev}
+		c.connectHTTP(t, srv, false)
+		c.waitTools(t, "new__log", "old__log")
+		var meta mcp.Meta
+		if rev < "2026-07-28" {
+			if err := c.cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			// Without a level: nothing is logged to this request.
+			for _, up := range []string{"new", "old"} {
+				if _, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: up + "__log", Arguments: map[string]any{"level": "error", "message": "unwanted " + up}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			meta = mcp.Meta{mcp.MetaKeyLogLevel: "info"}
+		}
+		for _, up := range []string{"new", "old"} {
+			msg := fmt.Sprintf("log of %s via %s", c.name, up)
+			res, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: up + "__log", Arguments: map[string]any{"level": "warning", "message": msg}, Meta: meta})
+			if err != nil || res.IsError {
+				t.Fatalf("%s client, %s upstream: %+v %v", rev, up, res, err)
+			}
+			// Below the client's level: filtered.
+			if _, err := c.cs.CallTool(ctx, &mcp.CallToolParams{Name: up + "__log", Arguments: map[string]any{"level": "debug", "message": "debug " + msg}, Meta: meta}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := []string{"log of " + c.name + " via new", "log of " + c.name + " via old"}
+		deadline := time.Now().Add(fwdTimeout)
+		for {
+			_, _, _, logs := c.seen()
+			var got []string
+			for _, l := range logs {
+				got = append(got, fmt.Sprint(l.Data))
+			}
+			slices.Sort(got)
+			if slices.Equal(got, want) {
+				break
+			}
+			if len(got) > len(want) || time.Now().After(deadline) {
+				t.Fatalf("%s client: logs %q, want %q\n%s", rev, got, want, srv.log())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
