@@ -21,6 +21,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/protocol"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
+	"github.com/quiver-mcp/quiver/runtime/upstream"
 )
 
 // mrtrClient connects a client at protocol 2026-07-28 to rt in memory.
@@ -538,5 +539,23 @@ func TestMRTRReceipts(t *testing.T) {
 	})
 	if err != nil || !asked || !refused {
 		t.Fatalf("receipts: input request %v, refused retry %v (%v)", asked, refused, err)
+	}
+}
+
+// TestAffineSpec: a per-client session is held to its client's revision
+// when that is older than the upstream's pin (or there is none).
+func TestAffineSpec(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ pin, client, want string }{
+		{"", "2025-11-25", "2025-11-25"},
+		{"", "2024-11-05", "2024-11-05"},
+		{"", "2026-07-28", ""},
+		{"", "", ""},
+		{"2025-06-18", "2025-11-25", "2025-06-18"},
+		{"2025-11-25", "2025-03-26", "2025-03-26"},
+	} {
+		if got := affineSpec(upstream.Spec{Protocol: tc.pin}, tc.client).Protocol; got != tc.want {
+			t.Errorf("pin %q, client %q: %q, want %q", tc.pin, tc.client, got, tc.want)
+		}
 	}
 }

@@ -373,3 +373,26 @@ func TestE2ELogLevel(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EPerClientRevision: a per-client upstream session speaks its
+// client's revision: an upstream that would negotiate 2026-07-28, whose
+// tool sends an elicitation in the middle of the call (which its SDK
+// refuses at 2026-07-28), works for a 2025-11-25 client through
+// sessions: per_client, with no protocol pin.
+func TestE2EPerClientRevision(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "quiver.yaml")
+	must(t, os.WriteFile(cfg, fmt.Appendf(nil, "mode: direct\nenvironment: dev\nstate_dir: %s\nupstreams:\n  - name: new\n    command: [%q, \"-extras\", \"-name\", \"new\"]\n    sessions: per_client\n",
+		filepath.Join(dir, "state"), upstreamBin), 0o644))
+	srv := startHTTP(t, "--config", cfg)
+	c := newFwdClient("pc")
+	c.connectHTTP(t, srv, true)
+	c.waitTools(t, "new__elicit", "new__sample")
+	if text, isErr, err := c.call(context.Background(), "new__elicit", map[string]any{"question": "q"}, nil); err != nil || isErr || !strings.Contains(text, `elicited: accept {"answer":"answer-of-pc to q"}`) {
+		t.Fatalf("elicit: %q %v %v\n%s", text, isErr, err, srv.log())
+	}
+	if text, isErr, err := c.call(context.Background(), "new__sample", map[string]any{"prompt": "p"}, nil); err != nil || isErr || !strings.Contains(text, "sampled: model-pc answer-of-pc to p") {
+		t.Fatalf("sample: %q %v %v", text, isErr, err)
+	}
+}
