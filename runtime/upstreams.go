@@ -77,7 +77,15 @@ func (r *Runtime) addUpstream(u *config.Upstream) error {
 	var c *upstream.Client
 	uo := upstream.Options{
 		Logger:        r.log,
-		OnListChanged: func(string) { r.markDirty(name) },
+		OnListChanged: func(kind string) {
+			r.mu.Lock()
+			if r.heard == nil {
+				r.heard = map[string]bool{}
+			}
+			r.heard[kind] = true
+			r.mu.Unlock()
+			r.markDirty(name)
+		},
 		OnState: func(st upstream.State) {
 			r.met.upstreamState(st)
 			if st.Status == upstream.StatusReady && st.Connects > 1 && r.life != nil {

@@ -396,3 +396,38 @@ func TestE2EPerClientRevision(t *testing.T) {
 		t.Fatalf("sample: %q %v %v", text, isErr, err)
 	}
 }
+
+// TestE2EListChangedListen: a 2026-07-28 client's subscriptions/listen
+// stream (the go-sdk client opens one when it has a list-changed handler)
+// gets notifications/tools/list_changed when an upstream's tools change,
+// in direct mode over stdio and HTTP.
+func TestE2EListChangedListen(t *testing.T) {
+	t.Parallel()
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			cfg, _ := directConfig(t, "direct", "", dUp{name: "alpha"})
+			lc := &dListChanges{}
+			var cs *mcp.ClientSession
+			if transport == "stdio" {
+				cs, _ = directStdio(t, lc.options(), "--config", cfg)
+			} else {
+				cs = directHTTP(t, startHTTP(t, "--config", cfg), lc.options())
+			}
+			if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+				t.Fatalf("negotiated %s", v)
+			}
+			n := lc.count()
+			if res, _ := callTool(t, cs, "alpha__add_tool", map[string]any{"name": "zeta"}); res.IsError {
+				t.Fatalf("add_tool: %s", dJSON(t, res))
+			}
+			deadline := time.Now().Add(fwdTimeout)
+			for lc.count() == n {
+				if time.Now().After(deadline) {
+					t.Fatal("no tools/list_changed reached the listen stream")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
