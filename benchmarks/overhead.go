@@ -54,6 +54,9 @@ type OverheadOptions struct {
 	// a 0.5 s warm-up).
 	Clients  []int
 	Duration time.Duration
+	// Protocols are the MCP revisions the throughput clients speak, each
+	// run apart (default 2026-07-28, sessionless, and 2025-11-25).
+	Protocols []string
 	// NoThroughput skips the throughput runs, NoLatency the latency and
 	// browse runs.
 	NoThroughput, NoLatency bool
@@ -153,6 +156,8 @@ type BrowseLatency struct {
 // (one MCP session each, calling in a loop), direct and through quiver.
 type ThroughputResult struct {
 	Upstream string `json:"upstream"` // testdata-process | in-process
+	// Protocol is the revision the clients speak, to quiver and directly.
+	Protocol string `json:"protocol,omitempty"`
 	Clients  int    `json:"clients"`
 	// DirectCallsPerSec and QuiverCallsPerSec are completed calls per
 	// second; Ratio is quiver's over direct's.
@@ -198,6 +203,9 @@ func (o *OverheadOptions) defaults() {
 	def(&o.LargeLines, 2000)
 	if len(o.Clients) == 0 {
 		o.Clients = []int{1, 8, 64}
+	}
+	if len(o.Protocols) == 0 {
+		o.Protocols = []string{"2026-07-28", "2025-11-25"}
 	}
 	if o.Duration <= 0 {
 		o.Duration = 3 * time.Second
@@ -424,9 +432,14 @@ func (b *bench) close() {
 	}
 }
 
-// httpSession connects a client to url over streamable HTTP.
-func (b *bench) httpSession(ctx context.Context, url string) (*mcp.ClientSession, error) {
-	cs, err := newClient("quiver-bench").Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: b.hc, MaxRetries: -1}, nil)
+// httpSession connects a client to url over streamable HTTP, at protocol
+// revision proto ("" for the go-sdk's default).
+func (b *bench) httpSession(ctx context.Context, url, proto string) (*mcp.ClientSession, error) {
+	var so *mcp.ClientSessionOptions
+	if proto != "" {
+		so = &mcp.ClientSessionOptions{ProtocolVersion: proto}
+	}
+	cs, err := newClient("quiver-bench").Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: b.hc, MaxRetries: -1}, so)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", url, err)
 	}
@@ -550,10 +563,10 @@ func (b *bench) latency(ctx context.Context) ([]LatencyResult, error) {
 				return nil, err
 			}
 		} else {
-			if direct, err = b.httpSession(ctx, b.httpUp.url); err != nil {
+			if direct, err = b.httpSession(ctx, b.httpUp.url, ""); err != nil {
 				return nil, err
 			}
-			if quiver, err = b.httpSession(ctx, b.quiverURL); err != nil {
+			if quiver, err = b.httpSession(ctx, b.quiverURL, ""); err != nil {
 				direct.Close()
 				return nil, err
 			}
@@ -616,7 +629,7 @@ func (b *bench) browse(ctx context.Context) ([]BrowseLatency, error) {
 		if transport == "stdio" {
 			cs, closeFn, err = b.stdioQuiver(ctx)
 		} else {
-			cs, err = b.httpSession(ctx, b.quiverURL)
+			cs, err = b.httpSession(ctx, b.quiverURL, "")
 			if err == nil {
 				closeFn = func() { cs.Close() }
 			}
@@ -652,63 +665,65 @@ func (b *bench) throughput(ctx context.Context) ([]ThroughputResult, error) {
 		{"in-process", b.fast.url, "fast/echo"},
 		{"testdata-process", b.httpUp.url, "http/echo"},
 	} {
-		for i, c := range b.opts.Clients {
-			r := ThroughputResult{Upstream: up.name, Clients: c}
-			args := map[string]any{"text": "hello"}
-			run := func(quiver bool) error {
-				url := up.url
-				if quiver {
-					url = b.quiverURL
-				}
-				profile := ""
-				if quiver && up.name == "in-process" && c == maxC {
-					profile = b.opts.CPUProfile
-				}
-				b.progress("throughput %s, %d clients, %s: %s", up.name, c, map[bool]string{true: "quiver", false: "direct"}[quiver], b.opts.Duration)
-				q0, f0 := b.qconns.Load(), b.fast.conns.Load()
-				upPid := 0
-				if up.name == "testdata-process" {
-					upPid = b.httpUp.pid()
-				}
-				st, err := b.sustain(ctx, url, c, upPid, func(cs *mcp.ClientSession) call {
+		for pi, proto := range b.opts.Protocols {
+			for i, c := range b.opts.Clients {
+				r := ThroughputResult{Upstream: up.name, Protocol: proto, Clients: c}
+				args := map[string]any{"text": "hello"}
+				run := func(quiver bool) error {
+					url := up.url
 					if quiver {
-						return executeCall(cs, b.ids[up.key], args)
+						url = b.quiverURL
 					}
-					return toolCall(cs, "echo", args)
-				}, profile)
-				if err != nil {
-					return err
-				}
-				if quiver {
-					r.QuiverCallsPerSec, r.QuiverCPUPct = st.perSec, st.cpu
-					r.QuiverCPUUsPerCall, r.QuiverCores = st.usPerCall, st.cores
-					r.QuiverP50Ms, r.QuiverP99Ms = msRound(percentile(st.lat, 0.5)), msRound(percentile(st.lat, 0.99))
-					r.ClientConns = b.qconns.Load() - q0
-					if up.name == "in-process" {
-						r.UpstreamConns = b.fast.conns.Load() - f0
+					profile := ""
+					if quiver && up.name == "in-process" && c == maxC && pi == 0 {
+						profile = b.opts.CPUProfile
 					}
-				} else {
-					r.DirectCallsPerSec, r.DirectCPUPct = st.perSec, st.cpu
-					r.DirectCPUUsPerCall, r.DirectCores = st.usPerCall, st.cores
+					b.progress("throughput %s, %s, %d clients, %s: %s", up.name, proto, c, map[bool]string{true: "quiver", false: "direct"}[quiver], b.opts.Duration)
+					q0, f0 := b.qconns.Load(), b.fast.conns.Load()
+					upPid := 0
+					if up.name == "testdata-process" {
+						upPid = b.httpUp.pid()
+					}
+					st, err := b.sustain(ctx, url, proto, c, upPid, func(cs *mcp.ClientSession) call {
+						if quiver {
+							return executeCall(cs, b.ids[up.key], args)
+						}
+						return toolCall(cs, "echo", args)
+					}, profile)
+					if err != nil {
+						return err
+					}
+					if quiver {
+						r.QuiverCallsPerSec, r.QuiverCPUPct = st.perSec, st.cpu
+						r.QuiverCPUUsPerCall, r.QuiverCores = st.usPerCall, st.cores
+						r.QuiverP50Ms, r.QuiverP99Ms = msRound(percentile(st.lat, 0.5)), msRound(percentile(st.lat, 0.99))
+						r.ClientConns = b.qconns.Load() - q0
+						if up.name == "in-process" {
+							r.UpstreamConns = b.fast.conns.Load() - f0
+						}
+					} else {
+						r.DirectCallsPerSec, r.DirectCPUPct = st.perSec, st.cpu
+						r.DirectCPUUsPerCall, r.DirectCores = st.usPerCall, st.cores
+					}
+					r.Errors += st.errors
+					b.progress("  %.0f calls/s, machine CPU %.0f%% busy, %.2f cores used by the benchmark (%.0f µs CPU per call), %d errors",
+						st.perSec, st.cpu, st.cores, st.usPerCall, st.errors)
+					return nil
 				}
-				r.Errors += st.errors
-				b.progress("  %.0f calls/s, machine CPU %.0f%% busy, %.2f cores used by the benchmark (%.0f µs CPU per call), %d errors",
-					st.perSec, st.cpu, st.cores, st.usPerCall, st.errors)
-				return nil
-			}
-			order := []bool{false, true}
-			if i%2 == 1 {
-				order = []bool{true, false}
-			}
-			for _, q := range order {
-				if err := run(q); err != nil {
-					return nil, fmt.Errorf("throughput %s %d clients: %w", up.name, c, err)
+				order := []bool{false, true}
+				if i%2 == 1 {
+					order = []bool{true, false}
 				}
+				for _, q := range order {
+					if err := run(q); err != nil {
+						return nil, fmt.Errorf("throughput %s %s %d clients: %w", up.name, proto, c, err)
+					}
+				}
+				if r.DirectCallsPerSec > 0 {
+					r.Ratio = round(r.QuiverCallsPerSec/r.DirectCallsPerSec, 3)
+				}
+				out = append(out, r)
 			}
-			if r.DirectCallsPerSec > 0 {
-				r.Ratio = round(r.QuiverCallsPerSec/r.DirectCallsPerSec, 3)
-			}
-			out = append(out, r)
 		}
 	}
 	return out, nil
@@ -729,7 +744,7 @@ const maxSamples = 200_000
 // sustain runs c sessions to url, each calling in a loop, for a warm-up of
 // 0.5 s and then for the configured duration, and counts completed calls.
 // upPid, when not 0, is an upstream process whose CPU time counts too.
-func (b *bench) sustain(ctx context.Context, url string, c int, upPid int, mk func(*mcp.ClientSession) call, profile string) (sustained, error) {
+func (b *bench) sustain(ctx context.Context, url, proto string, c int, upPid int, mk func(*mcp.ClientSession) call, profile string) (sustained, error) {
 	var st sustained
 	sessions := make([]*mcp.ClientSession, 0, c)
 	defer func() {
@@ -738,7 +753,7 @@ func (b *bench) sustain(ctx context.Context, url string, c int, upPid int, mk fu
 		}
 	}()
 	for range c {
-		cs, err := b.httpSession(ctx, url)
+		cs, err := b.httpSession(ctx, url, proto)
 		if err != nil {
 			return st, err
 		}

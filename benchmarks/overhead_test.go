@@ -68,8 +68,16 @@ func TestOverheadSmoke(t *testing.T) {
 	if len(rep.Browse) != 2 || rep.Browse[0].Calls != 5 || rep.Browse[0].Tools < 6 {
 		t.Errorf("browse %+v", rep.Browse)
 	}
-	if len(rep.Throughput) != 4 {
+	// Two upstreams, two revisions, two client counts.
+	if len(rep.Throughput) != 8 {
 		t.Fatalf("throughput %+v", rep.Throughput)
+	}
+	protos := map[string]int{}
+	for _, r := range rep.Throughput {
+		protos[r.Protocol]++
+	}
+	if protos["2026-07-28"] != 4 || protos["2025-11-25"] != 4 {
+		t.Errorf("throughput by protocol %v", protos)
 	}
 	for _, r := range rep.Throughput {
 		if r.DirectCallsPerSec <= 0 || r.QuiverCallsPerSec <= 0 || r.Errors != 0 {

@@ -239,7 +239,7 @@ func RunStateOverhead(ctx context.Context, o StateOverheadOptions) (*StateOverhe
 		}
 		progress("throughput on %s: %d clients, %s", r.name, o.Clients, o.Duration)
 		b := &bench{opts: OverheadOptions{Duration: o.Duration}, hc: hc, progress: progress}
-		st, err := b.sustain(ctx, r.url, o.Clients, 0, func(cs *mcp.ClientSession) call {
+		st, err := b.sustain(ctx, r.url, "", o.Clients, 0, func(cs *mcp.ClientSession) call {
 			return executeCall(cs, r.echo, map[string]any{"text": "hello"})
 		}, "")
 		if err != nil {

@@ -89,10 +89,10 @@ func WriteOverheadTable(w io.Writer, rep *OverheadReport) error {
 	}
 	if len(rep.Throughput) > 0 {
 		fmt.Fprintf(bw, "\nThroughput over HTTP, echo (calls/s):\n")
-		fmt.Fprintf(bw, "%-17s %7s %8s %8s %6s %6s %6s %7s %7s %6s %6s %8s %8s %6s %6s %6s\n", "upstream", "clients", "direct", "quiver", "ratio",
+		fmt.Fprintf(bw, "%-17s %-10s %7s %8s %8s %6s %6s %6s %7s %7s %6s %6s %8s %8s %6s %6s %6s\n", "upstream", "protocol", "clients", "direct", "quiver", "ratio",
 			"busy d", "busy q", "us/c d", "us/c q", "core d", "core q", "q p50", "q p99", "conns", "upconn", "errors")
 		for _, t := range rep.Throughput {
-			fmt.Fprintf(bw, "%-17s %7d %8.0f %8.0f %6.2f %5.0f%% %5.0f%% %7.0f %7.0f %6.2f %6.2f %8.3f %8.3f %6d %6d %6d\n", t.Upstream, t.Clients,
+			fmt.Fprintf(bw, "%-17s %-10s %7d %8.0f %8.0f %6.2f %5.0f%% %5.0f%% %7.0f %7.0f %6.2f %6.2f %8.3f %8.3f %6d %6d %6d\n", t.Upstream, t.Protocol, t.Clients,
 				t.DirectCallsPerSec, t.QuiverCallsPerSec, t.Ratio, t.DirectCPUPct, t.QuiverCPUPct, t.DirectCPUUsPerCall, t.QuiverCPUUsPerCall,
 				t.DirectCores, t.QuiverCores, t.QuiverP50Ms, t.QuiverP99Ms, t.ClientConns, t.UpstreamConns, t.Errors)
 		}

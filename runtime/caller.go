@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 logging is deprecated in protocol 2026-07-28 only; quiver carries the client's log level for the upstreams that still log.
+
 package runtime
 
 import (
@@ -46,6 +48,9 @@ type caller struct {
 	// carried them (sessionless requests only): what quiver passes on to
 	// the upstream, so that it asks only for input the client can give.
 	capsMeta any
+	// logLevel is the log level a sessionless request's _meta asked for
+	// ("" for none: no log messages).
+	logLevel mcp.LoggingLevel
 	// resumed is what reqState opened to, once opened.
 	resumed *resumption
 	// anon is the owner key of an anonymous request without a session,
@@ -122,6 +127,11 @@ func (c *caller) setVersion(req mcp.Request) {
 	if p := req.GetParams(); p != nil && !reflect.ValueOf(p).IsNil() {
 		if m := p.GetMeta(); m != nil {
 			c.capsMeta = m[mcp.MetaKeyClientCapabilities]
+			if lvl, ok := m[mcp.MetaKeyLogLevel].(string); ok {
+				if _, known := levelRank[mcp.LoggingLevel(lvl)]; known {
+					c.logLevel = mcp.LoggingLevel(lvl)
+				}
+			}
 		}
 	}
 	switch r := req.(type) {

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 logging is deprecated in protocol 2026-07-28 only; quiver carries the client's log level for the upstreams that still log.
+
 package runtime
 
 import (
@@ -7,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/runtime/protocol"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 )
 
@@ -51,6 +54,13 @@ type liveConn struct {
 	// 2026-07-28 to sessionless callers (see relayed); unset, they are
 	// answered by the upstream client's own loop.
 	input inputRelay
+	// levels, when set, returns the log level a downstream session set
+	// with logging/setLevel ("" for none).
+	levels func(*mcp.ServerSession) mcp.LoggingLevel
+	// lower, when set, lowers the level of upstream session uc (one that
+	// takes logging/setLevel) to lvl when it is set higher, as a
+	// session's logging/setLevel does.
+	lower func(ctx context.Context, uc *upstream.Client, lvl mcp.LoggingLevel)
 }
 
 // callTracker registers calls in flight with an upstream session; the
@@ -91,13 +101,43 @@ func (l liveConn) begin(ctx context.Context, uc *upstream.Client, it *catalog.It
 	// requests; the upstream sees them instead of quiver's own, so it
 	// asks only for input this client can give (the go-sdk client keeps
 	// a key already present).
-	if c := callerOf(ctx); c != nil && c.sessionless && c.capsMeta != nil {
+	c := callerOf(ctx)
+	if c != nil && c.sessionless && c.capsMeta != nil {
 		if meta == nil {
 			meta = mcp.Meta{}
 		}
 		meta[mcp.MetaKeyClientCapabilities] = c.capsMeta
 	}
+	// The client's log level travels with each call: an upstream at
+	// 2026-07-28 has no logging/setLevel and logs only at the level a
+	// request's _meta names; an older one ignores the key.
+	if lvl := l.levelOf(c); lvl != "" {
+		if meta == nil {
+			meta = mcp.Meta{}
+		}
+		meta[mcp.MetaKeyLogLevel] = string(lvl)
+		if c.sessionless && l.lower != nil && protocol.AsksMidCall(uc.State().Protocol) {
+			// An upstream before 2026-07-28 filters by its session's
+			// level; each downstream session filters again by its own
+			// (the request's, here).
+			l.lower(ctx, uc, lvl)
+		}
+	}
 	return ctx, meta, done
+}
+
+// levelOf is the log level of caller c: its request's at 2026-07-28, its
+// session's before.
+func (l liveConn) levelOf(c *caller) mcp.LoggingLevel {
+	switch {
+	case c == nil:
+		return ""
+	case c.sessionless:
+		return c.logLevel
+	case c.ss != nil && l.levels != nil:
+		return l.levels(c.ss)
+	}
+	return ""
 }
 
 func (l liveConn) name() string { return l.c.Name() }
@@ -158,21 +198,22 @@ func (l liveConn) listing(ctx context.Context) (catalog.Source, error) {
 	return src, nil
 }
 
+// asksMidCall reports whether upstream session uc asks for input in the
+// middle of a call (protocol 2025-11-25 or older), so that a sessionless
+// caller's call to it is held (see relayed).
+func asksMidCall(uc *upstream.Client) func() bool {
+	return func() bool { return protocol.AsksMidCall(uc.State().Protocol) }
+}
+
 func (l liveConn) callTool(ctx context.Context, it *catalog.Item, args map[string]any) (*mcp.CallToolResult, error) {
 	uc, err := l.client(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ctx, meta, done := l.begin(ctx, uc, it)
-	defer done()
-	return relayed(ctx, l.input, it.Server, it.ID, it.ID, args,
-		func(r *mcp.CallToolResult) (mcp.InputRequestMap, string, bool) {
-			if r == nil || !r.NeedsInput() {
-				return nil, "", false
-			}
-			return r.InputRequests, r.RequestState, true
-		}, func(r *mcp.CallToolResult, s string) { r.RequestState = s },
+	return relayed(ctx, l.input, asksMidCall(uc), it.Server, it.ID, it.ID, args, toolShape,
 		func(ctx context.Context, answers mcp.InputResponseMap, upState string) (*mcp.CallToolResult, error) {
+			ctx, meta, done := l.begin(ctx, uc, it)
+			defer done()
 			return uc.CallToolParams(ctx, &mcp.CallToolParams{Name: it.UpstreamName, Arguments: args, Meta: meta,
 				InputResponses: answers, RequestState: upState})
 		})
@@ -183,17 +224,11 @@ func (l liveConn) readResource(ctx context.Context, it *catalog.Item) (*mcp.Read
 	if err != nil {
 		return nil, err
 	}
-	ctx, meta, done := l.begin(ctx, uc, it)
-	defer done()
 	// A template's URIs share its item: the URI is part of the target.
-	return relayed(ctx, l.input, it.Server, it.ID, it.ID+"\n"+it.UpstreamName, nil,
-		func(r *mcp.ReadResourceResult) (mcp.InputRequestMap, string, bool) {
-			if r == nil || !r.NeedsInput() {
-				return nil, "", false
-			}
-			return r.InputRequests, r.RequestState, true
-		}, func(r *mcp.ReadResourceResult, s string) { r.RequestState = s },
+	return relayed(ctx, l.input, asksMidCall(uc), it.Server, it.ID, it.ID+"\n"+it.UpstreamName, nil, resourceShape,
 		func(ctx context.Context, answers mcp.InputResponseMap, upState string) (*mcp.ReadResourceResult, error) {
+			ctx, meta, done := l.begin(ctx, uc, it)
+			defer done()
 			return uc.ReadResourceParams(ctx, &mcp.ReadResourceParams{URI: it.UpstreamName, Meta: meta,
 				InputResponses: answers, RequestState: upState})
 		})
@@ -204,16 +239,10 @@ func (l liveConn) getPrompt(ctx context.Context, it *catalog.Item, args map[stri
 	if err != nil {
 		return nil, err
 	}
-	ctx, meta, done := l.begin(ctx, uc, it)
-	defer done()
-	return relayed(ctx, l.input, it.Server, it.ID, it.ID, args,
-		func(r *mcp.GetPromptResult) (mcp.InputRequestMap, string, bool) {
-			if r == nil || !r.NeedsInput() {
-				return nil, "", false
-			}
-			return r.InputRequests, r.RequestState, true
-		}, func(r *mcp.GetPromptResult, s string) { r.RequestState = s },
+	return relayed(ctx, l.input, asksMidCall(uc), it.Server, it.ID, it.ID, args, promptShape,
 		func(ctx context.Context, answers mcp.InputResponseMap, upState string) (*mcp.GetPromptResult, error) {
+			ctx, meta, done := l.begin(ctx, uc, it)
+			defer done()
 			return uc.GetPromptParams(ctx, &mcp.GetPromptParams{Name: it.UpstreamName, Arguments: args, Meta: meta,
 				InputResponses: answers, RequestState: upState})
 		})

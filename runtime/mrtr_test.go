@@ -21,6 +21,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/protocol"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
+	"github.com/quiver-mcp/quiver/runtime/upstream"
 )
 
 // mrtrClient connects a client at protocol 2026-07-28 to rt in memory.
@@ -214,20 +215,59 @@ rules:
 	}
 }
 
-// TestMRTRLegacyUpstream: an upstream at 2025-11-25 that sends a request in
-// the middle of a call for a 2026-07-28 client is refused with
-// RELAY_SESSIONLESS, which its tool reports.
-func TestMRTRLegacyUpstream(t *testing.T) {
+// TestMRTRHeld: an upstream at 2025-11-25 that sends a request in the
+// middle of a call for a 2026-07-28 client has its call held: the client
+// gets the request as an input_required result, and its retry's answer
+// reaches the upstream's request; an unanswered retry is asked again, and
+// a policy that does not allow elicit refuses the request to the upstream
+// (which reports it) without asking the client.
+func TestMRTRHeld(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	rt, _ := startRuntime(t, setup(t, config.ModeDirect, []testUpstream{liveUpstream("alpha", "-extras", "-max-protocol", "2025-11-25")}))
-	cs := mrtrClient(t, rt, true, accept("x"))
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "elicit", Arguments: map[string]any{"question": "q"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.IsError || !strings.Contains(textOf(res), CodeRelaySessionless) {
-		t.Fatalf("got %+v %s", res, textOf(res))
-	}
+	args := map[string]any{"question": "q"}
+	t.Run("client loop", func(t *testing.T) {
+		cs := mrtrClient(t, rt, true, accept("x"))
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "elicit", Arguments: args})
+		if err != nil || res.IsError || !strings.Contains(textOf(res), `elicited: accept {"answer":"x"}`) {
+			t.Fatalf("got %+v %v", res, err)
+		}
+	})
+	t.Run("rounds", func(t *testing.T) {
+		cs := mrtrClient(t, rt, false, accept("unused"))
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "elicit", Arguments: args})
+		if err != nil || !res.NeedsInput() || res.RequestState == "" {
+			t.Fatalf("not input_required: %+v %v", res, err)
+		}
+		ep, ok := res.InputRequests["q1"].(*mcp.ElicitParams)
+		if !ok || ep.Message != "q" || ep.RequestedSchema == nil {
+			t.Fatalf("input requests %+v", res.InputRequests)
+		}
+		again, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "elicit", Arguments: args, RequestState: res.RequestState})
+		if err != nil || !again.NeedsInput() || again.InputRequests["q1"] == nil || again.RequestState == res.RequestState {
+			t.Fatalf("unanswered retry: %+v %v", again, err)
+		}
+		out, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "elicit", Arguments: args, RequestState: again.RequestState,
+			InputResponses: mcp.InputResponseMap{"q1": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "42"}}}})
+		if err != nil || out.IsError || !strings.Contains(textOf(out), `elicited: accept {"answer":"42"}`) {
+			t.Fatalf("answered retry: %+v %v", out, err)
+		}
+		if n := rt.mrtr.holds.Len(); n != 0 {
+			t.Fatalf("%d calls still held", n)
+		}
+	})
+	t.Run("policy", func(t *testing.T) {
+		p, err := policy.Parse("p.yaml", []byte("policy_id: calls-only\nrules:\n  - id: calls\n    effect: allow\n    match: {action: [list, call]}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, _ := startRuntime(t, setup(t, config.ModeDirect, []testUpstream{liveUpstream("alpha", "-extras", "-max-protocol", "2025-11-25")}, func(r *rig) { r.deps.Policy = p }))
+		cs := mrtrClient(t, rt, false, accept("x"))
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "elicit", Arguments: args})
+		if err != nil || res.NeedsInput() || !res.IsError || !strings.Contains(textOf(res), CodeRelayDenied) {
+			t.Fatalf("got %+v %v %s", res, err, textOf(res))
+		}
+	})
 }
 
 // TestMRTRStateRefusals: the refusals of resume, one per kind of bad
@@ -287,6 +327,40 @@ func TestMRTRStateRefusals(t *testing.T) {
 	if _, _, _, err := m.resume(withCaller(context.Background(), local(sealed("local:"))), "u", "other", args); err == nil {
 		t.Fatal("a state for another target opened")
 	}
+
+	// States of held calls (nothing is started for a refused one).
+	holds, err := protocol.NewHolds(protocol.HoldOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holds.Close()
+	m.holds = holds
+	heldState := func(principal, replica, id string) string {
+		s, err := seal.Seal(protocol.State{Upstream: "u", Target: "t", ArgsHash: argsHash(args), Principal: principal,
+			InputIDs: []string{"q1"}, Round: 1, Held: id, Replica: replica})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	held := func(state string, c *caller) error {
+		if c == nil {
+			c = local(state)
+		}
+		_, _, _, err := m.held(withCaller(context.Background(), c), "u", "", "t", args, func(context.Context) (any, error) {
+			t.Error("a refused retry started a call")
+			return nil, nil
+		})
+		return err
+	}
+	want(t, held(heldState("jwt:someone", holds.Replica(), "h"), nil), "another caller")
+	want(t, held(heldState("local:", "elsewhere", "h"), nil), "another quiver process or replica")
+	want(t, held(heldState("local:", holds.Replica(), "gone"), nil), "held call has ended")
+	s = heldState("local:", holds.Replica(), "gone")
+	_ = held(s, nil)
+	want(t, held(s, nil), "used already")
+	// A state of a held call does not open on the relay path.
+	want(t, resume(local(heldState("local:", holds.Replica(), "h"))), "names a held call")
 }
 
 // TestSealingKey: the key is made once in the state backend and read back
@@ -465,5 +539,23 @@ func TestMRTRReceipts(t *testing.T) {
 	})
 	if err != nil || !asked || !refused {
 		t.Fatalf("receipts: input request %v, refused retry %v (%v)", asked, refused, err)
+	}
+}
+
+// TestAffineSpec: a per-client session is held to its client's revision
+// when that is older than the upstream's pin (or there is none).
+func TestAffineSpec(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ pin, client, want string }{
+		{"", "2025-11-25", "2025-11-25"},
+		{"", "2024-11-05", "2024-11-05"},
+		{"", "2026-07-28", ""},
+		{"", "", ""},
+		{"2025-06-18", "2025-11-25", "2025-06-18"},
+		{"2025-11-25", "2025-03-26", "2025-03-26"},
+	} {
+		if got := affineSpec(upstream.Spec{Protocol: tc.pin}, tc.client).Protocol; got != tc.want {
+			t.Errorf("pin %q, client %q: %q, want %q", tc.pin, tc.client, got, tc.want)
+		}
 	}
 }

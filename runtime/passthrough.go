@@ -104,6 +104,14 @@ func (r *Runtime) passthrough(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
+// lowerLevel lowers the level of shared upstream session uc to lvl when a
+// sessionless request asks for more than it is set to.
+func (r *Runtime) lowerLevel(ctx context.Context, uc *upstream.Client, lvl mcp.LoggingLevel) {
+	if len(r.levels.set(nil, lvl, []string{uc.Name()})) > 0 {
+		r.setLevels(ctx, []*upstream.Client{uc}, lvl)
+	}
+}
+
 // setLevels sends logging/setLevel to the upstream clients concurrently,
 // bounded by relayTimeout; an upstream that fails is logged and skipped.
 func (r *Runtime) setLevels(ctx context.Context, targets []*upstream.Client, lvl mcp.LoggingLevel) {

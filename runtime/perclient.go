@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/runtime/protocol"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 )
 
@@ -79,6 +80,18 @@ func (r *Runtime) affineClient(ctx context.Context, l liveConn, c *caller) (*ups
 	return af.c, nil
 }
 
+// affineSpec is the spec of a per-client session for a client at protocol
+// version: held to that version when it is older than what the upstream
+// would negotiate, so that the upstream speaks to the client's session as
+// it would to the client (at 2025-11-25, requests in the middle of a call
+// rather than input_required results, and logging/setLevel).
+func affineSpec(spec upstream.Spec, version string) upstream.Spec {
+	if version != "" && protocol.AsksMidCall(version) && (spec.Protocol == "" || version < spec.Protocol) {
+		spec.Protocol = version
+	}
+	return spec
+}
+
 // openAffine starts the per-client session af for caller c.
 func (r *Runtime) openAffine(af *affine, l liveConn, c *caller) {
 	defer close(af.ready)
@@ -101,7 +114,7 @@ func (r *Runtime) openAffine(af *affine, l liveConn, c *caller) {
 	} else {
 		opts.Elicitation = caps.Elicitation
 	}
-	uc = upstream.New(l.spec, opts)
+	uc = upstream.New(affineSpec(l.spec, c.version), opts)
 	// What the upstream sends outside any call goes to this session, on
 	// its own stream (not that of a finished request).
 	r.relay.own(uc, &flight{ctx: withCaller(life, c), c: c, server: l.c.Name()})

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/runtime/policy"
+	"github.com/quiver-mcp/quiver/runtime/protocol"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/quiver-mcp/quiver/toolid"
@@ -45,6 +46,10 @@ type flight struct {
 	// receipts); toolID is "" for requests that are not tool calls, or
 	// when the flight stands for a whole session.
 	server, toolID string
+	// hold is the held call the flight belongs to when it serves a
+	// sessionless caller (mrtr.go): a request of the upstream in the
+	// middle of the call is parked there for the client's retry.
+	hold *protocol.Held
 
 	// The server-to-client requests forwarded for this call: they run
 	// under fctx, which ends with the call, and the call waits for them to
@@ -180,7 +185,7 @@ func (rl *relay) begin(ctx context.Context, uc *upstream.Client, server, toolID 
 	c := callerOf(ctx)
 	rl.mu.Lock()
 	rl.seq++
-	f := &flight{id: rl.seq, ctx: ctx, c: c, server: server, toolID: toolID}
+	f := &flight{id: rl.seq, ctx: ctx, c: c, server: server, toolID: toolID, hold: protocol.HeldOf(ctx)}
 	f.fctx, f.fcancel = context.WithCancel(ctx)
 	if c != nil && c.progress != nil {
 		f.token = c.progress
@@ -222,12 +227,29 @@ func (rl *relay) target(hctx context.Context, uc *upstream.Client) (*flight, *re
 	defer rl.mu.Unlock()
 	var pick *flight
 	n := 0
+	// A held call waiting for its client's retry is blocked on the
+	// request it made: a new request is another call's, unless no other
+	// is in flight. The calls set aside must be the same principal's
+	// (anonymous callers count as one, as for request states).
+	var waiting []*flight
 	for _, f := range rl.flights[uc] {
+		if f.hold != nil && f.hold.Waiting() {
+			waiting = append(waiting, f)
+			continue
+		}
 		if pick != nil && pick.session() != f.session() {
 			return nil, &relayError{CodeRelayAmbiguous, fmt.Sprintf("calls of several clients are in flight on the shared session of upstream %q; set sessions: per_client for it", uc.Name())}
 		}
 		pick = f
 		n++
+	}
+	if n == 0 && len(waiting) == 1 {
+		return waiting[0], nil
+	}
+	for _, w := range waiting {
+		if pick == nil || w.c.stateKey() != pick.c.stateKey() {
+			return nil, &relayError{CodeRelayAmbiguous, fmt.Sprintf("calls of several clients are in flight on the shared session of upstream %q; set sessions: per_client for it", uc.Name())}
+		}
 	}
 	switch {
 	case n == 1:
@@ -306,23 +328,28 @@ func (r *Runtime) relayHooks(name string, uc **upstream.Client, o *upstream.Opti
 		}
 	}
 	o.OnCreateMessage = func(hctx context.Context, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
-		var res *mcp.CreateMessageWithToolsResult
-		err := r.forward(hctx, *uc, "sampling/createMessage", policy.ActionSample, func(ctx context.Context, f *flight) error {
+		resp, err := r.forward(hctx, *uc, "sampling/createMessage", policy.ActionSample, req.Params, func(ctx context.Context, f *flight) (mcp.InputResponse, error) {
 			if caps := clientCaps(f.session()); caps == nil || caps.Sampling == nil {
-				return &relayError{CodeClientCapabilityMissing, "the client did not announce the sampling capability"}
+				return nil, &relayError{CodeClientCapabilityMissing, "the client did not announce the sampling capability"}
 			}
-			var err error
 			//lint:ignore SA1019 sampling is deprecated in protocol 2026-07-28 only.
-			res, err = f.session().CreateMessageWithTools(ctx, req.Params)
-			return err
+			return f.session().CreateMessageWithTools(ctx, req.Params)
 		})
-		return res, err
+		if err != nil {
+			return nil, err
+		}
+		switch v := resp.(type) {
+		case *mcp.CreateMessageWithToolsResult:
+			return v, nil
+		case *mcp.CreateMessageResult:
+			return &mcp.CreateMessageWithToolsResult{Meta: v.Meta, Content: []mcp.Content{v.Content}, Model: v.Model, Role: v.Role, StopReason: v.StopReason}, nil
+		}
+		return nil, answerKind("sampling/createMessage", resp)
 	}
 	o.OnElicit = func(hctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-		var res *mcp.ElicitResult
-		err := r.forward(hctx, *uc, "elicitation/create", policy.ActionElicit, func(ctx context.Context, f *flight) error {
+		resp, err := r.forward(hctx, *uc, "elicitation/create", policy.ActionElicit, req.Params, func(ctx context.Context, f *flight) (mcp.InputResponse, error) {
 			if caps := clientCaps(f.session()); caps == nil || caps.Elicitation == nil {
-				return &relayError{CodeClientCapabilityMissing, "the client did not announce the elicitation capability"}
+				return nil, &relayError{CodeClientCapabilityMissing, "the client did not announce the elicitation capability"}
 			}
 			// The go-sdk's ServerSession.Elicit checks the answer against
 			// its own reading of the schema; the upstream that asked is the
@@ -331,11 +358,36 @@ func (r *Runtime) relayHooks(name string, uc **upstream.Client, o *upstream.Opti
 			p := *req.Params
 			ctx = context.WithValue(ctx, elicitSchemaKey{}, p.RequestedSchema)
 			p.RequestedSchema = nil
-			var err error
-			res, err = f.session().Elicit(ctx, &p)
-			return err
+			return f.session().Elicit(ctx, &p)
 		})
-		return res, err
+		if err != nil {
+			return nil, err
+		}
+		if v, ok := resp.(*mcp.ElicitResult); ok {
+			return v, nil
+		}
+		return nil, answerKind("elicitation/create", resp)
+	}
+	o.OnListRoots = func(hctx context.Context, req *mcp.ListRootsRequest) (*mcp.ListRootsResult, error) {
+		params := req.Params
+		if params == nil {
+			params = &mcp.ListRootsParams{}
+		}
+		// Roots tell the upstream what the client has: decided as an
+		// elicitation is.
+		resp, err := r.forward(hctx, *uc, "roots/list", policy.ActionElicit, params, func(ctx context.Context, f *flight) (mcp.InputResponse, error) {
+			if caps := clientCaps(f.session()); caps == nil || (caps.RootsV2 == nil && !caps.Roots.ListChanged) {
+				return nil, &relayError{CodeClientCapabilityMissing, "the client did not announce the roots capability"}
+			}
+			return f.session().ListRoots(ctx, params)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if v, ok := resp.(*mcp.ListRootsResult); ok {
+			return v, nil
+		}
+		return nil, answerKind("roots/list", resp)
 	}
 	o.OnResourceUpdated = func(p *mcp.ResourceUpdatedNotificationParams) {
 		ctx, cancel := context.WithTimeout(context.Background(), relayTimeout)
@@ -344,6 +396,12 @@ func (r *Runtime) relayHooks(name string, uc **upstream.Client, o *upstream.Opti
 			r.log.Debug("resource update not forwarded", "upstream", name, "err", err)
 		}
 	}
+}
+
+// answerKind is the error of a client's answer that does not answer the
+// request it was given for (a sessionless client's retry can carry any).
+func answerKind(method string, resp mcp.InputResponse) error {
+	return &relayError{CodeClientError, fmt.Sprintf("the client answered %s with %T", method, resp)}
 }
 
 // clientCaps returns the capabilities a downstream session announced.
@@ -360,8 +418,10 @@ func clientCaps(ss *mcp.ServerSession) *mcp.ClientCapabilities {
 // forward routes one server-to-client request of upstream client uc to
 // the downstream session it belongs to, after the policy allowed it, and
 // writes its receipt. send runs with a context that ends when the
-// downstream request ends or the upstream cancels its request.
-func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, action string, send func(context.Context, *flight) error) error {
+// downstream request ends or the upstream cancels its request. The request
+// of a held call (a sessionless caller's) is parked there instead, for the
+// client's retry to answer (ir is what the client is asked).
+func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, action string, ir mcp.InputRequest, send func(context.Context, *flight) (mcp.InputResponse, error)) (mcp.InputResponse, error) {
 	start := time.Now()
 	rc := &caller{}
 	rc.begin(method, nil, start)
@@ -369,13 +429,13 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 	// Allowed unless the relay refuses it (a failure at the client keeps
 	// the allow).
 	rc.rc.Decision, rc.decided = r.auth.allowDecision(), true
-	done := func(code string, err error) error {
+	done := func(code string, err error) (mcp.InputResponse, error) {
 		var e *Error
 		if err != nil {
 			e = &Error{Code: code, Message: sanitize(err.Error())}
 		}
 		r.rec.write(rc, nil, e, time.Since(start))
-		return err
+		return nil, err
 	}
 	f, rerr := r.relay.target(hctx, uc)
 	if rerr != nil {
@@ -394,6 +454,11 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 		if f.c.ss != nil {
 			rc.rc.MCP.SessionID = f.c.ss.ID()
 		}
+	}
+	if f.hold != nil {
+		// Decided and receipted by the request that hands it to the
+		// client (mrtr.go), with that request's capabilities.
+		return f.hold.Ask(hctx, ir)
 	}
 	if f.c != nil && f.c.sessionless {
 		// A 2026-07-28 client takes no request in the middle of a call;
@@ -417,14 +482,16 @@ func (r *Runtime) forward(hctx context.Context, uc *upstream.Client, method, act
 	defer func() { f.leave(ctx.Err() != nil) }()
 	stop := context.AfterFunc(hctx, cancel)
 	defer stop()
-	if err := send(ctx, f); err != nil {
+	resp, err := send(ctx, f)
+	if err != nil {
 		var re *relayError
 		if errors.As(err, &re) {
 			return done(re.code, err)
 		}
 		return done(CodeClientError, err)
 	}
-	return done("", nil)
+	_, _ = done("", nil)
+	return resp, nil
 }
 
 // relayStateTimeout bounds the state reads of one relay decision.

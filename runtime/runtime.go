@@ -135,9 +135,12 @@ type Runtime struct {
 	// templates are the resource templates of each upstream (direct mode).
 	templates map[string][]*mcp.ResourceTemplate
 	dirty     map[string]bool
-	wake      chan struct{}  // rebuild trigger, capacity 1
-	rebuilt   chan struct{}  // closed and replaced after every rebuild
-	retired   *router.Router // the previous state's router, closed at the next swap
+	// heard holds the kinds of list (upstream.KindTools, ...) an
+	// upstream said changed since the last swap (see reannounce).
+	heard   map[string]bool
+	wake    chan struct{}  // rebuild trigger, capacity 1
+	rebuilt chan struct{}  // closed and replaced after every rebuild
+	retired *router.Router // the previous state's router, closed at the next swap
 
 	sessions sessionStates
 	// sessionLimit bounds the HTTP listener's MCP sessions.
@@ -363,6 +366,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if r.mrtr.seal, err = protocol.NewSealer(key, protocol.SealerOptions{Redeemed: protocol.KVRedeemed{KV: r.kv}}); err != nil {
 		return err
 	}
+	if r.mrtr.holds, err = protocol.NewHolds(protocol.HoldOptions{Timeout: time.Duration(r.cfg.Listen.MRTRHold)}); err != nil {
+		return err
+	}
 	pn, err := r.pinRegistry(r.cfg.Registry, r.cfg)
 	if err != nil {
 		return err
@@ -390,6 +396,10 @@ func (r *Runtime) Start(ctx context.Context) error {
 func (r *Runtime) Close() error {
 	if r.cancel != nil {
 		r.cancel()
+	}
+	if r.mrtr.holds != nil {
+		// Held upstream calls end before the upstream sessions they use.
+		r.mrtr.holds.Close()
 	}
 	r.wg.Wait()
 	r.start.publish()

@@ -86,6 +86,7 @@ func (r *Runtime) afterSwap(old, next *state) {
 	if r.cfg.Mode != config.ModeDirect {
 		r.syncPrimitiveVerbs(old, next)
 	}
+	defer r.reannounce(next)
 	if r.cfg.Mode != config.ModeProxy {
 		return
 	}
@@ -111,6 +112,63 @@ func (r *Runtime) afterSwap(old, next *state) {
 		}
 		tool := &mcp.Tool{Name: w, Description: it.Card.Description, InputSchema: strippedSchema}
 		r.server.AddTool(tool, r.handleStripped)
+	}
+}
+
+// reannounce passes on an upstream's list_changed when the rebuild it
+// caused left quiver's own list as it was (an upstream that registers a
+// tool again, say): listeners are told the list changed, as the upstream
+// told quiver. The go-sdk notifies on every registration, coalescing a
+// burst into one notification, so registering one listed entry again is
+// the announcement. The gateway's own list (its meta-tools) does not
+// follow the upstreams'.
+func (r *Runtime) reannounce(next *state) {
+	r.mu.Lock()
+	heard := r.heard
+	r.heard = nil
+	r.mu.Unlock()
+	if heard[upstream.KindTools] {
+		switch {
+		case r.cfg.Mode == config.ModeProxy:
+			for _, it := range next.snap.Items(toolid.KindTool) {
+				w, _ := next.snap.WireName(it.ID)
+				r.server.AddTool(&mcp.Tool{Name: w, Description: it.Card.Description, InputSchema: strippedSchema}, r.handleStripped)
+				break
+			}
+		case r.exposes():
+			for _, name := range sortedKeys(next.exp.tools) {
+				it, ok := next.snap.Lookup(next.exp.tools[name])
+				if !ok {
+					continue
+				}
+				if t, err := directTool(name, it); err == nil && guarded(func() { r.server.AddTool(t, r.handleDirect) }) == nil {
+					break
+				}
+			}
+		}
+	}
+	if !r.exposes() {
+		return
+	}
+	if heard[upstream.KindPrompts] {
+		for _, name := range sortedKeys(next.exp.prompts) {
+			if it, ok := next.snap.Lookup(next.exp.prompts[name]); ok && guarded(func() { r.server.AddPrompt(directPrompt(name, it), r.handleDirectPrompt) }) == nil {
+				break
+			}
+		}
+	}
+	if heard[upstream.KindResources] {
+		for _, uri := range sortedKeys(next.exp.resources) {
+			it, ok := next.snap.Lookup(next.exp.resources[uri])
+			if !ok {
+				continue
+			}
+			d := it.Resource
+			res := &mcp.Resource{URI: d.URI, Name: d.Name, Title: d.Title, Description: d.Description, MIMEType: d.MIMEType, Size: d.Size, Meta: d.Meta}
+			if guarded(func() { r.server.AddResource(res, r.handleDirectResource) }) == nil {
+				break
+			}
+		}
 	}
 }
 

@@ -166,8 +166,16 @@ func (r *Runtime) newConn(u *config.Upstream) (*upstreamEntry, error) {
 	var c *upstream.Client
 	h := &upHealth{}
 	uo := upstream.Options{
-		Logger:        r.log,
-		OnListChanged: func(string) { r.markDirty(name) },
+		Logger: r.log,
+		OnListChanged: func(kind string) {
+			r.mu.Lock()
+			if r.heard == nil {
+				r.heard = map[string]bool{}
+			}
+			r.heard[kind] = true
+			r.mu.Unlock()
+			r.markDirty(name)
+		},
 		OnState: func(st upstream.State) {
 			r.met.upstreamState(st)
 			h.observe(st)
@@ -186,7 +194,7 @@ func (r *Runtime) newConn(u *config.Upstream) (*upstreamEntry, error) {
 	}
 	r.relayHooks(name, &c, &uo)
 	c = upstream.New(spec, uo)
-	lc := liveConn{c: c, spec: spec, relay: r.relay, input: r.mrtr}
+	lc := liveConn{c: c, spec: spec, relay: r.relay, input: r.mrtr, levels: r.levels.of, lower: r.lowerLevel}
 	if u.Sessions == config.SessionsPerClient {
 		lc.perClient = r.affineClient
 	}

@@ -268,6 +268,7 @@ Progress goes to stderr.`,
 	f.IntVar(&opts.LargeLines, "large-lines", 2000, "log lines of the large result (big_log)")
 	f.StringVar(&clients, "clients", "1,8,64", "concurrent clients of the throughput runs")
 	f.DurationVar(&opts.Duration, "duration", 3*time.Second, "length of each throughput run")
+	f.StringSliceVar(&opts.Protocols, "protocols", []string{"2026-07-28", "2025-11-25"}, "MCP revisions of the throughput clients, each run apart (2026-07-28: sessionless)")
 	f.StringVar(&startup, "startup", "1,8,32", "numbers of stdio upstreams of the start-up runs (0: skip)")
 	f.IntVar(&opts.SandboxStarts, "sandbox-starts", 10, "start-ups per sandbox mode of the sandbox comparison (-1: skip it)")
 	f.IntVar(&opts.SandboxCalls, "sandbox-calls", 500, "timed echo calls per sandbox mode")

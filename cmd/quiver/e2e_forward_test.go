@@ -85,6 +85,9 @@ type fwdClient struct {
 	// delayOf, when set, delays the answer to a prompt or question.
 	delayOf func(text string) time.Duration
 
+	// roots are the roots the client announces (roots/list).
+	roots []*mcp.Root
+
 	mu        sync.Mutex
 	prompts   []string
 	questions []string
@@ -163,6 +166,7 @@ func (c *fwdClient) connectHTTP(t *testing.T, srv *httpServer, handlers bool) *f
 	t.Helper()
 	c.wire = &fwdWireLog{}
 	client := mcp.NewClient(&mcp.Implementation{Name: c.name, Version: "1"}, c.options(handlers))
+	client.AddRoots(c.roots...)
 	ctx, cancel := context.WithTimeout(context.Background(), fwdTimeout)
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.url, HTTPClient: &http.Client{Transport: c.wire}}, c.so)
@@ -180,6 +184,7 @@ func (c *fwdClient) connectStdio(t *testing.T, handlers bool, args ...string) *f
 	cmd := exec.Command(quiverBin, append([]string{"serve"}, args...)...)
 	cmd.Stderr = testWriter{t}
 	client := mcp.NewClient(&mcp.Implementation{Name: c.name, Version: "1"}, c.options(handlers))
+	client.AddRoots(c.roots...)
 	ctx, cancel := context.WithTimeout(context.Background(), fwdTimeout)
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, c.so)

@@ -239,6 +239,7 @@ func (c *checker) listen(l *Listen) {
 		c.fail("/listen/sessions/max_per_principal", "exceeds max_total")
 	}
 	c.duration("/listen/ready_timeout", l.ReadyTimeout, true)
+	c.duration("/listen/mrtr_hold", l.MRTRHold, true)
 }
 
 // upstreams checks every upstream entry and fills in the defaults that

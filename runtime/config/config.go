@@ -117,6 +117,7 @@ const (
 	DefaultConnectTimeout     = units.Duration(10 * time.Second)
 	DefaultCallTimeout        = units.Duration(60 * time.Second)
 	DefaultSessionIdleTimeout = units.Duration(5 * time.Minute)
+	DefaultMRTRHold           = units.Duration(time.Minute)
 	DefaultTopK               = 10
 	DefaultMaxChildren        = 20
 	DefaultMaxInlineTokens    = 800
@@ -430,6 +431,11 @@ type Listen struct {
 	// first catalog is served from what is ready; Load copies it into
 	// Timing.ReadyTimeout.
 	ReadyTimeout units.Duration `json:"ready_timeout" yaml:"ready_timeout"`
+	// MRTRHold is how long an upstream call of a sessionless client
+	// (protocol 2026-07-28) waits for the client's retry when the upstream
+	// asked for input in the middle of the call (protocol 2025-11-25 or
+	// older); the call is cancelled after it.
+	MRTRHold units.Duration `json:"mrtr_hold" yaml:"mrtr_hold"`
 }
 
 // Sessions bounds the MCP sessions (protocol 2025-11-25 and older) an
@@ -737,6 +743,7 @@ func Default() *Config {
 			SessionIdleTimeout: DefaultSessionIdleTimeout,
 			Sessions:           Sessions{MaxPerPrincipal: DefaultMaxSessionsPerPrincipal, MaxTotal: DefaultMaxSessions},
 			ReadyTimeout:       units.Duration(DefaultReadyTimeout),
+			MRTRHold:           DefaultMRTRHold,
 		},
 		StateDir: sd,
 		Browse:   Browse{TopK: DefaultTopK, MaxChildren: DefaultMaxChildren},

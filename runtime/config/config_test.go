@@ -74,6 +74,7 @@ func TestFullExample(t *testing.T) {
 			Sessions:           Sessions{MaxPerPrincipal: 8, MaxTotal: 256},
 			MetricsTokenEnv:    "QUIVER_METRICS_TOKEN",
 			ReadyTimeout:       units.Duration(3 * time.Second),
+			MRTRHold:           units.Duration(2 * time.Minute),
 		},
 		StateDir: "/etc/quiver/state",
 		Upstreams: []Upstream{

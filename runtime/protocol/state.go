@@ -69,6 +69,9 @@ type State struct {
 	// Replica names the replica holding an upstream call that waits for
 	// the answers ("" when nothing is held).
 	Replica string `json:"rep,omitempty"`
+	// Held names the held upstream call that waits for the answers (see
+	// Holds); "" when the upstream call is not held.
+	Held string `json:"h,omitempty"`
 
 	// Expires and Nonce are set by Seal.
 	Expires int64  `json:"exp"`

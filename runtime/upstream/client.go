@@ -117,6 +117,12 @@ type Options struct {
 	Sampling        *mcp.SamplingCapabilities
 	OnElicit        func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
 	Elicitation     *mcp.ElicitationCapabilities
+	// OnListRoots answers the upstream's roots/list requests, in the
+	// middle of a call or as an input request, instead of the client's
+	// own (empty) root set. The roots capability is not announced for
+	// it: an upstream that asks anyway is answered with the roots of the
+	// client whose call it serves.
+	OnListRoots func(context.Context, *mcp.ListRootsRequest) (*mcp.ListRootsResult, error)
 }
 
 // maxIdleConnsPerUpstream bounds the idle HTTP connections kept to one
@@ -281,6 +287,16 @@ func New(spec Spec, opts Options) *Client {
 			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 				if er, ok := req.(*mcp.ElicitRequest); ok && method == "elicitation/create" && er.Params != nil {
 					return opts.OnElicit(ctx, er)
+				}
+				return next(ctx, method, req)
+			}
+		})
+	}
+	if opts.OnListRoots != nil {
+		c.mc.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if lr, ok := req.(*mcp.ListRootsRequest); ok && method == "roots/list" {
+					return opts.OnListRoots(ctx, lr)
 				}
 				return next(ctx, method, req)
 			}

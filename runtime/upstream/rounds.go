@@ -103,6 +103,9 @@ func (c *Client) answer(ctx context.Context, cs *mcp.ClientSession, ir mcp.Input
 		}
 		return c.opts.OnCreateMessage(ctx, &mcp.CreateMessageWithToolsRequest{Session: cs, Params: p})
 	case *mcp.ListRootsParams:
+		if c.opts.OnListRoots != nil {
+			return c.opts.OnListRoots(ctx, &mcp.ListRootsRequest{Session: cs, Params: p})
+		}
 		// quiver announces no roots of its own.
 		return &mcp.ListRootsResult{Roots: []*mcp.Root{}}, nil
 	}

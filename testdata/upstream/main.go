@@ -17,7 +17,8 @@
 // add_tool, remove_tool, whoami, progress. Resource: test://readme.
 // Prompt: greet.
 //
-// With -extras the server also has the tools sample, elicit, log and touch,
+// With -extras the server also has the tools sample, elicit, ask, consult,
+// elicit_wait, roots, log and touch,
 // the resource template test://items/{id}, completions (for the greet
 // prompt's name argument and the item template's id argument) and resource
 // subscriptions for any URI, and so advertises the completions capability and
@@ -452,6 +453,11 @@ type elicitIn struct {
 	Question string `json:"question" jsonschema:"the message shown to the user"`
 }
 
+type elicitWaitIn struct {
+	Question string `json:"question" jsonschema:"the message shown to the user"`
+	MS       int    `json:"ms,omitempty" jsonschema:"milliseconds to sleep after the answer, honouring cancellation"`
+}
+
 type logIn struct {
 	Level   string `json:"level,omitempty" jsonschema:"log level (debug, info, notice, warning, error, critical, alert, emergency); default info"`
 	Message string `json:"message,omitempty" jsonschema:"the log message"`
@@ -673,6 +679,40 @@ func (a *app) addExtras() {
 				//lint:ignore SA1019 sampling is deprecated in 2026-07-28 but still what this tool tests.
 				"model": &mcp.CreateMessageParams{Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Prompt}}}, MaxTokens: 64},
 			}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "elicit_wait", Description: "Ask the client's user a question (elicitation/create), then sleep ms milliseconds; records elicited, elicit-failed and cancelled events."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in elicitWaitIn) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: in.Question, RequestedSchema: json.RawMessage(
+				`{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}`)})
+			if err != nil {
+				a.record(map[string]any{"event": "elicit-failed", "tool": "elicit_wait", "error": err.Error()})
+				return errorResult(err.Error()), nil, nil
+			}
+			a.record(map[string]any{"event": "elicited", "tool": "elicit_wait", "action": res.Action})
+			t := time.NewTimer(time.Duration(in.MS) * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				a.record(map[string]any{"event": "cancelled", "tool": "elicit_wait"})
+				return nil, nil, ctx.Err()
+			}
+			content, err := json.Marshal(res.Content)
+			if err != nil {
+				return errorResult(err.Error()), nil, nil
+			}
+			return textResult(fmt.Sprintf("elicited: %s %s", res.Action, content)), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "roots", Description: "Ask the client for its roots the multi-round-trip way (protocol 2026-07-28: an input-required result; the go-sdk turns it into roots/list for older clients) and return their URIs."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ emptyIn) (*mcp.CallToolResult, any, error) {
+			if res, ok := req.Params.InputResponses["roots"].(*mcp.ListRootsResult); ok && res != nil {
+				uris := make([]string, 0, len(res.Roots))
+				for _, r := range res.Roots {
+					uris = append(uris, r.URI)
+				}
+				return textResult("roots: " + strings.Join(uris, " ")), nil, nil
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"roots": &mcp.ListRootsParams{}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "log", Description: "Send one notifications/message at the given level."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in logIn) (*mcp.CallToolResult, any, error) {
