@@ -80,9 +80,9 @@ type RouteResult struct {
 	// resident, as in a serving process) and read after the build. 0 where
 	// /proc/self/clear_refs is unavailable.
 	BuildPeakRSSMB float64
-	Tools     int
-	Servers   int
-	Scale     int
+	Tools          int
+	Servers        int
+	Scale          int
 }
 
 // MarshalJSON writes the flat object of `quiver bench route --json`:
