@@ -59,6 +59,10 @@ type Index struct {
 	// lower-cased words of item names, for abbreviations.
 	voc   *vocabulary
 	names map[string]bool
+	// syn and assoc are the query expansions (expand.go), nil when off;
+	// descAn analyzes description text (feedback terms).
+	syn, assoc expansions
+	descAn     analysis.Analyzer
 
 	mu     sync.RWMutex // guards idx against Close during Search
 	idx    bleve.Index
@@ -144,12 +148,30 @@ func newIndex(items []*catalog.Item, cfg config) (*Index, error) {
 			_ = idx.Close()
 		}
 	}()
+	x.descAn = m.AnalyzerNamed(cfg.analyzer[fieldDesc])
+	nameAn := m.AnalyzerNamed(cfg.analyzer[fieldName])
+	if x.descAn == nil || nameAn == nil {
+		return nil, fmt.Errorf("router: no analyzer %q", cfg.analyzer[fieldDesc])
+	}
+	var ab *assocBuilder
+	if cfg.assocWeight > 0 {
+		ab = newAssocBuilder()
+	}
 	db := &docBuilder{cfg: &x.cfg, voc: x.voc, memo: map[string][]string{}}
 	b := idx.NewBatch()
 	for i, it := range kept {
-		if err := b.Index(it.ID, db.doc(&texts[i])); err != nil {
+		doc := db.doc(&texts[i])
+		if ab != nil {
+			d, _ := doc[fieldNames[fieldDesc]].(string)
+			n, _ := doc[fieldNames[fieldName]].(string)
+			ab.addTool(analyzeTerms(x.descAn, d), analyzeTerms(nameAn, n))
+		}
+		if err := b.Index(it.ID, doc); err != nil {
 			return nil, fmt.Errorf("router: index %s: %w", it.ID, err)
 		}
+	}
+	if ab != nil {
+		x.assoc = ab.build(max(cfg.assocTop, 1), max(cfg.assocMin, 1))
 	}
 	if err := idx.Batch(b); err != nil {
 		return nil, fmt.Errorf("router: index batch: %w", err)
@@ -161,6 +183,9 @@ func newIndex(items []*catalog.Item, cfg config) (*Index, error) {
 		if err := fieldDF(idx, f, x.df); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.synWeight > 0 {
+		x.syn = synonymExpansions(x.descAn, func(t string) bool { _, ok := x.df[t]; return ok })
 	}
 	seen := map[string]int{}
 	for f := range numFields {
@@ -227,7 +252,8 @@ func (x *Index) Search(ctx context.Context, q string, k int) ([]Hit, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	bq := x.buildQuery(x.queryWords(q))
+	terms := x.queryTerms(x.queryWords(q))
+	bq := x.compose(terms)
 	if bq == nil {
 		return nil, nil // only stop words, or words no item has
 	}
@@ -244,6 +270,20 @@ func (x *Index) Search(ctx context.Context, q string, k int) ([]Hit, error) {
 	hits, err := x.top(ctx, bq, size, k)
 	if err != nil {
 		return nil, err
+	}
+	var alt []queryTerm
+	if x.syn != nil || x.assoc != nil {
+		alt = x.expand(terms)
+	}
+	if x.cfg.prfDocs > 0 && len(hits) > 0 {
+		alt = append(alt, x.feedback(hits, terms)...)
+	}
+	if aq := x.compose(alt); aq != nil {
+		althits, err := x.top(ctx, aq, size, k)
+		if err != nil {
+			return nil, err
+		}
+		hits = x.fuse(hits, althits)
 	}
 	return x.rank(hits, k), nil
 }

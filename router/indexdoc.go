@@ -118,6 +118,25 @@ type config struct {
 	// abbrevWeight; 0 is off.
 	abbrev       int
 	abbrevWeight float64
+
+	// Query expansion (expand.go), measured by the protocol of
+	// benchmarks/routing-protocol.md.
+
+	// synWeight weighs the curated synonyms of synonyms.go; 0 is off.
+	synWeight float64
+	// assocWeight weighs the description-term -> name-term associations
+	// learned from the catalog at build time (assocTop per term, pairs
+	// seen in at least assocMin tools); 0 is off.
+	assocWeight        float64
+	assocTop, assocMin int
+	// prfDocs > 0 turns on RM3-style pseudo-relevance feedback: the
+	// prfTerms best terms of the top prfDocs hits join the query as one
+	// more group, weighted by prfWeight.
+	prfDocs, prfTerms int
+	prfWeight         float64
+	// rrf fuses the query's and its alternatives' rankings by reciprocal
+	// rank instead of a weighted sum of max-normalised scores.
+	rrf bool
 }
 
 func defaultConfig() config {

@@ -110,10 +110,16 @@ type termKey struct {
 	term  string
 }
 
-// buildQuery analyzes the query words (once per distinct analyzer, all
-// words in one pass) and builds the bleve query; nil when no analyzed term
-// occurs in any field.
+// buildQuery analyzes the query words and builds the bleve query; nil when
+// no analyzed term occurs in any field.
 func (x *Index) buildQuery(words []qword) query.Query {
+	return x.compose(x.queryTerms(words))
+}
+
+// queryTerms analyzes the query words (once per distinct analyzer, all
+// words in one pass) into (field, term) clauses, with their expansions
+// (expand.go) in the groups of the words they stand for.
+func (x *Index) queryTerms(words []qword) []queryTerm {
 	if len(words) == 0 {
 		return nil
 	}
@@ -159,6 +165,59 @@ func (x *Index) buildQuery(words []qword) query.Query {
 			}
 		}
 	}
+	return terms
+}
+
+// expand returns the alternatives (expand.go) of every (position, term) of
+// terms that are not terms of the query themselves, in every field that
+// holds them, at the position of the term they stand for, weighted by that
+// term's weight times the alternative's own; a repeated clause keeps its
+// highest weight. The result is ordered by position.
+func (x *Index) expand(terms []queryTerm) []queryTerm {
+	type posTerm struct {
+		pos  int
+		term string
+	}
+	inQuery := make(map[string]bool, len(terms))
+	for _, t := range terms {
+		inQuery[t.term] = true
+	}
+	done := make(map[posTerm]bool, len(terms))
+	seen := map[termKey]int{}
+	var out []queryTerm
+	for _, t := range terms {
+		if done[posTerm{t.pos, t.term}] {
+			continue
+		}
+		done[posTerm{t.pos, t.term}] = true
+		for _, alts := range [...][]expansion{x.syn[t.term], x.assoc[t.term]} {
+			for _, e := range alts {
+				if inQuery[e.term] {
+					continue
+				}
+				df := x.df[e.term]
+				w := t.weight * e.weight
+				for f := range numFields {
+					if df[f] == 0 || x.cfg.boost[f] <= 0 {
+						continue
+					}
+					k := termKey{f, e.term}
+					if j, dup := seen[k]; dup {
+						out[j].weight = max(out[j].weight, w)
+						continue
+					}
+					seen[k] = len(out)
+					out = append(out, queryTerm{pos: t.pos, field: f, term: e.term, weight: w})
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b queryTerm) int { return cmp.Compare(a.pos, b.pos) })
+	return out
+}
+
+// compose builds the bleve query of clauses; nil when there are none.
+func (x *Index) compose(terms []queryTerm) query.Query {
 	if len(terms) == 0 {
 		return nil
 	}
