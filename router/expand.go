@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/search"
@@ -305,5 +306,77 @@ func (x *Index) fuseWeight() float64 {
 	if x.cfg.prfDocs > 0 {
 		w = max(w, x.cfg.prfWeight)
 	}
+	if x.wn != nil {
+		w = max(w, x.cfg.wnWeight)
+	}
 	return w
+}
+
+// segments splits a task-style query into its clauses: at sentence and
+// clause punctuation (". ", ";", "!", "?", ",", ":", new lines) and at the
+// conjunctions "and", "then", "also"; clauses of fewer than two words are
+// dropped. A query with fewer than two clauses left returns nil.
+func segments(q string) []string {
+	var out []string
+	var cur []string
+	flush := func() {
+		if len(cur) >= 2 {
+			out = append(out, strings.Join(cur, " "))
+		}
+		cur = cur[:0]
+	}
+	for _, w := range strings.Fields(q) {
+		lw := strings.ToLower(w)
+		if lw == "and" || lw == "then" || lw == "also" {
+			flush()
+			continue
+		}
+		end := strings.TrimRight(w, ".;!?,:")
+		if end != "" {
+			cur = append(cur, end)
+		}
+		if end != w || strings.ContainsAny(w, "\n") {
+			flush()
+		}
+	}
+	flush()
+	if len(out) < 2 {
+		return nil
+	}
+	return out
+}
+
+// fuseSegments adds to the query's hits the evidence of its clauses: a
+// hit's score becomes its score over the query's best plus segWeight times
+// the best, over the clauses, of its score over that clause's best.
+func (x *Index) fuseSegments(orig search.DocumentMatchCollection, segs []search.DocumentMatchCollection) search.DocumentMatchCollection {
+	score := make(map[string]float64, len(orig))
+	if len(orig) > 0 && orig[0].Score > 0 {
+		for _, dm := range orig {
+			score[dm.ID] = dm.Score / orig[0].Score
+		}
+	}
+	best := map[string]float64{}
+	for _, hits := range segs {
+		if len(hits) == 0 || hits[0].Score <= 0 {
+			continue
+		}
+		for _, dm := range hits {
+			best[dm.ID] = max(best[dm.ID], dm.Score/hits[0].Score)
+		}
+	}
+	for id, s := range best {
+		score[id] += x.cfg.segWeight * s
+	}
+	out := make(search.DocumentMatchCollection, 0, len(score))
+	for id, s := range score {
+		out = append(out, &search.DocumentMatch{ID: id, Score: s})
+	}
+	slices.SortFunc(out, func(a, b *search.DocumentMatch) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return out
 }

@@ -36,6 +36,11 @@ type Config struct {
 	PrfTerms     int
 	PrfWeight    float64
 	RRF          bool
+	SegWeight    float64
+	WnWeight     float64
+	WnDer        float64
+	WnHyp        float64
+	GapOnly      bool
 }
 
 // Analyzer names and structures for the harness.
@@ -60,7 +65,7 @@ func DefaultConfig() Config {
 		Candidates: c.candidates, Nested: c.nested, QueryStop: c.queryStop, FlatIDF: c.flatIDF, Enums: c.enums,
 		Combined: c.combined, Abbrev: c.abbrev, AbbrevWeight: c.abbrevWeight, NoSplit: c.noSplit,
 		SynWeight: c.synWeight, AssocWeight: c.assocWeight, AssocTop: c.assocTop, AssocMin: c.assocMin,
-		PrfDocs: c.prfDocs, PrfTerms: c.prfTerms, PrfWeight: c.prfWeight, RRF: c.rrf}
+		PrfDocs: c.prfDocs, PrfTerms: c.prfTerms, PrfWeight: c.prfWeight, RRF: c.rrf, SegWeight: c.segWeight, WnWeight: c.wnWeight, WnDer: c.wnDer, WnHyp: c.wnHyp, GapOnly: c.gapOnly}
 }
 
 // NewIndexConfig builds an index with explicit knobs.
@@ -70,7 +75,7 @@ func NewIndexConfig(items []*catalog.Item, c Config) (*Index, error) {
 		serverTop: c.ServerTop, candidates: c.Candidates, nested: c.Nested, queryStop: c.QueryStop,
 		flatIDF: c.FlatIDF, enums: c.Enums, combined: c.Combined, abbrev: c.Abbrev, abbrevWeight: c.AbbrevWeight, noSplit: c.NoSplit,
 		synWeight: c.SynWeight, assocWeight: c.AssocWeight, assocTop: c.AssocTop, assocMin: c.AssocMin,
-		prfDocs: c.PrfDocs, prfTerms: c.PrfTerms, prfWeight: c.PrfWeight, rrf: c.RRF})
+		prfDocs: c.PrfDocs, prfTerms: c.PrfTerms, prfWeight: c.PrfWeight, rrf: c.RRF, segWeight: c.SegWeight, wnWeight: c.WnWeight, wnDer: c.WnDer, wnHyp: c.WnHyp, gapOnly: c.GapOnly})
 }
 
 // BoundaryTie reports whether the bleve hits of q tie across position size.

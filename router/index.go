@@ -61,7 +61,7 @@ type Index struct {
 	names map[string]bool
 	// syn and assoc are the query expansions (expand.go), nil when off;
 	// descAn analyzes description text (feedback terms).
-	syn, assoc expansions
+	syn, assoc, wn expansions
 	descAn     analysis.Analyzer
 
 	mu     sync.RWMutex // guards idx against Close during Search
@@ -184,8 +184,12 @@ func newIndex(items []*catalog.Item, cfg config) (*Index, error) {
 			return nil, err
 		}
 	}
+	known := func(t string) bool { _, ok := x.df[t]; return ok }
 	if cfg.synWeight > 0 {
-		x.syn = synonymExpansions(x.descAn, func(t string) bool { _, ok := x.df[t]; return ok })
+		x.syn = synonymExpansions(x.descAn, known)
+	}
+	if cfg.wnWeight > 0 {
+		x.wn = wordnetExpansions(cfg.wnDer, cfg.wnHyp, known)
 	}
 	seen := map[string]int{}
 	for f := range numFields {
@@ -252,7 +256,7 @@ func (x *Index) Search(ctx context.Context, q string, k int) ([]Hit, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	terms := x.queryTerms(x.queryWords(q))
+	terms, gaps := x.queryTerms(x.queryWords(q))
 	bq := x.compose(terms)
 	if bq == nil {
 		return nil, nil // only stop words, or words no item has
@@ -271,9 +275,31 @@ func (x *Index) Search(ctx context.Context, q string, k int) ([]Hit, error) {
 	if err != nil {
 		return nil, err
 	}
+	if x.cfg.segWeight > 0 {
+		if segs := segments(q); segs != nil {
+			var seghits []search.DocumentMatchCollection
+			for _, s := range segs {
+				st, _ := x.queryTerms(x.queryWords(s))
+				sq := x.compose(st)
+				if sq == nil {
+					continue
+				}
+				h, err := x.top(ctx, sq, size, k)
+				if err != nil {
+					return nil, err
+				}
+				seghits = append(seghits, h)
+			}
+			hits = x.fuseSegments(hits, seghits)
+		}
+	}
 	var alt []queryTerm
-	if x.syn != nil || x.assoc != nil {
-		alt = x.expand(terms)
+	if x.syn != nil || x.assoc != nil || x.wn != nil {
+		if x.cfg.gapOnly {
+			alt = x.expand(gaps, terms)
+		} else {
+			alt = x.expand(terms, terms)
+		}
 	}
 	if x.cfg.prfDocs > 0 && len(hits) > 0 {
 		alt = append(alt, x.feedback(hits, terms)...)

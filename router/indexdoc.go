@@ -137,6 +137,15 @@ type config struct {
 	// rrf fuses the query's and its alternatives' rankings by reciprocal
 	// rank instead of a weighted sum of max-normalised scores.
 	rrf bool
+	// segWeight > 0 also routes each clause of a task-style query on its
+	// own (segments) and adds segWeight times its best normalised clause
+	// score to a hit's normalised score.
+	segWeight float64
+	// wnWeight weighs the WordNet-derived alternatives (wordnet.go):
+	// synonyms 1, derived forms wnDer, hypernyms wnHyp; 0 is off.
+	wnWeight, wnDer, wnHyp float64
+	// gapOnly expands only the query terms no field holds.
+	gapOnly bool
 }
 
 func defaultConfig() config {

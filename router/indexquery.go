@@ -113,15 +113,17 @@ type termKey struct {
 // buildQuery analyzes the query words and builds the bleve query; nil when
 // no analyzed term occurs in any field.
 func (x *Index) buildQuery(words []qword) query.Query {
-	return x.compose(x.queryTerms(words))
+	terms, _ := x.queryTerms(words)
+	return x.compose(terms)
 }
 
 // queryTerms analyzes the query words (once per distinct analyzer, all
-// words in one pass) into (field, term) clauses, with their expansions
-// (expand.go) in the groups of the words they stand for.
-func (x *Index) queryTerms(words []qword) []queryTerm {
+// words in one pass) into (field, term) clauses; gaps holds the analyzed
+// terms no field holds (their field is meaningless), for the expansions
+// and the fallback.
+func (x *Index) queryTerms(words []qword) (terms, gaps []queryTerm) {
 	if len(words) == 0 {
-		return nil
+		return nil, nil
 	}
 	buf := make([]byte, 0, 16*len(words))
 	starts := make([]int, len(words)) // byte offset of each word in buf
@@ -132,7 +134,7 @@ func (x *Index) queryTerms(words []qword) []queryTerm {
 		starts[i] = len(buf)
 		buf = append(buf, w.text...)
 	}
-	terms := make([]queryTerm, 0, 2*len(words))
+	terms = make([]queryTerm, 0, 2*len(words))
 	seen := make(map[termKey]int, 2*len(words))
 	for _, qa := range x.analyzers {
 		wi := 0
@@ -143,6 +145,7 @@ func (x *Index) queryTerms(words []qword) []queryTerm {
 			w := &words[wi]
 			df, ok := x.df[string(tok.Term)] // no allocation for the lookup
 			if !ok {
+				gaps = append(gaps, queryTerm{pos: w.pos, term: string(tok.Term), weight: w.weight})
 				continue
 			}
 			var t string
@@ -165,15 +168,15 @@ func (x *Index) queryTerms(words []qword) []queryTerm {
 			}
 		}
 	}
-	return terms
+	return terms, gaps
 }
 
 // expand returns the alternatives (expand.go) of every (position, term) of
-// terms that are not terms of the query themselves, in every field that
+// from that are not among terms (the query's own clauses), in every field that
 // holds them, at the position of the term they stand for, weighted by that
 // term's weight times the alternative's own; a repeated clause keeps its
 // highest weight. The result is ordered by position.
-func (x *Index) expand(terms []queryTerm) []queryTerm {
+func (x *Index) expand(from, terms []queryTerm) []queryTerm {
 	type posTerm struct {
 		pos  int
 		term string
@@ -182,15 +185,15 @@ func (x *Index) expand(terms []queryTerm) []queryTerm {
 	for _, t := range terms {
 		inQuery[t.term] = true
 	}
-	done := make(map[posTerm]bool, len(terms))
+	done := make(map[posTerm]bool, len(from))
 	seen := map[termKey]int{}
 	var out []queryTerm
-	for _, t := range terms {
+	for _, t := range from {
 		if done[posTerm{t.pos, t.term}] {
 			continue
 		}
 		done[posTerm{t.pos, t.term}] = true
-		for _, alts := range [...][]expansion{x.syn[t.term], x.assoc[t.term]} {
+		for _, alts := range [...][]expansion{x.syn[t.term], x.assoc[t.term], x.wn[t.term]} {
 			for _, e := range alts {
 				if inQuery[e.term] {
 					continue

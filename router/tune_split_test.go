@@ -56,6 +56,32 @@ func splitCandidates() []splitCandidate {
 		}
 	}
 	cs = append(cs, prf)
+	seg := splitCandidate{name: "segments"}
+	for _, w := range []float64{0.3, 0.5, 0.7, 1, 1.5} {
+		seg.grid = append(seg.grid, splitSetting{fmt.Sprintf("w=%.1f", w), with(func(c *router.Config) { c.SegWeight = w })})
+	}
+	cs = append(cs, seg)
+	synRRF := splitCandidate{name: "synonyms-rrf"}
+	for _, w := range []float64{0.2, 0.35, 0.5, 0.7, 1} {
+		synRRF.grid = append(synRRF.grid, splitSetting{fmt.Sprintf("w=%.2f", w), with(func(c *router.Config) { c.SynWeight, c.RRF = w, true })})
+	}
+	cs = append(cs, synRRF)
+	wn := splitCandidate{name: "wordnet"}
+	for _, w := range []float64{0.1, 0.2, 0.35, 0.5} {
+		for _, rel := range [][2]float64{{0, 0}, {1, 0}, {1, 0.5}} {
+			wn.grid = append(wn.grid, splitSetting{fmt.Sprintf("w=%.2f der=%.1f hyp=%.1f", w, rel[0], rel[1]),
+				with(func(c *router.Config) { c.WnWeight, c.WnDer, c.WnHyp = w, rel[0], rel[1] })})
+		}
+	}
+	cs = append(cs, wn)
+	gap := splitCandidate{name: "gap-only"}
+	for _, w := range []float64{0.2, 0.5, 1} {
+		gap.grid = append(gap.grid,
+			splitSetting{fmt.Sprintf("synonyms w=%.1f", w), with(func(c *router.Config) { c.SynWeight, c.GapOnly = w, true })},
+			splitSetting{fmt.Sprintf("wordnet w=%.1f der=1", w), with(func(c *router.Config) { c.WnWeight, c.WnDer, c.GapOnly = w, 1, true })},
+			splitSetting{fmt.Sprintf("both w=%.1f der=1", w), with(func(c *router.Config) { c.SynWeight, c.WnWeight, c.WnDer, c.GapOnly = w, w, 1, true })})
+	}
+	cs = append(cs, gap)
 	return cs
 }
 
