@@ -60,6 +60,12 @@ type RouteResult struct {
 	Recall map[int]float64
 	Ks     []int
 	MRR    float64
+	// Fallbacks counts the queries answered by the router's never-empty
+	// fallback (every hit LowConfidence: no word matched as written);
+	// RecallNoFallback is recall@k with those answers emptied, as the
+	// router answered them before the fallback existed.
+	Fallbacks        int
+	RecallNoFallback map[int]float64
 	// CloneRecall (scale > 1 only) is recall@k where a clone of a gold
 	// tool (same name on a clone of the gold server) is a hit too.
 	CloneRecall map[int]float64
@@ -116,6 +122,12 @@ func (r RouteResult) MarshalJSON() ([]byte, error) {
 		put("recall@"+strconv.Itoa(k), r.Recall[k])
 	}
 	put("mrr", r.MRR)
+	put("fallbacks", r.Fallbacks)
+	for _, k := range r.Ks {
+		if v, ok := r.RecallNoFallback[k]; ok {
+			put("recall_no_fallback@"+strconv.Itoa(k), v)
+		}
+	}
 	if r.CloneRecall != nil {
 		for _, k := range r.Ks {
 			put("clone_recall@"+strconv.Itoa(k), r.CloneRecall[k])
@@ -255,6 +267,15 @@ func RunRoute(ctx context.Context, opts RouteOptions) ([]RouteResult, error) {
 			}
 		}
 		s := Score(set, ranked, ks)
+		fallbacks := 0
+		lexical := make([][]router.Hit, len(ranked))
+		for i, hits := range ranked {
+			if len(hits) > 0 && hits[0].LowConfidence {
+				fallbacks++
+				continue
+			}
+			lexical[i] = hits
+		}
 		var cloneRecall map[int]float64
 		if origin != nil {
 			cloneRecall = Score(set, asOriginals(ranked, origin), ks).Recall
@@ -270,6 +291,7 @@ func RunRoute(ctx context.Context, opts RouteOptions) ([]RouteResult, error) {
 			role = "report"
 		}
 		out = append(out, RouteResult{
+			Fallbacks: fallbacks, RecallNoFallback: Score(set, lexical, ks).Recall,
 			Source: source, Role: role, BuildPeakRSSMB: buildPeak, QIDs: s.QIDs, Recall: s.Recall, Ks: ks, MRR: s.MRR, CloneRecall: cloneRecall,
 			P50Ms: ms(percentile(lat, 0.50)), P99Ms: ms(percentile(lat, 0.99)), Searches: len(lat), GCs: numGC() - gc0,
 			BuildMs: ms(build), IngestMs: ms(ingest),
@@ -365,7 +387,7 @@ func WriteRouteTable(w io.Writer, rs []RouteResult) error {
 			fmt.Fprintf(bw, " %7s", "cR@"+strconv.Itoa(k))
 		}
 	}
-	fmt.Fprintf(bw, " %6s %9s %8s %8s %10s %8s %8s\n", "MRR", "build_ms", "p50_ms", "p99_ms", "ingest_ms", "peak_MB", "build_MB")
+	fmt.Fprintf(bw, " %6s %5s %9s %8s %8s %10s %8s %8s\n", "MRR", "fallb", "build_ms", "p50_ms", "p99_ms", "ingest_ms", "peak_MB", "build_MB")
 	for _, r := range rs {
 		role := r.Role
 		if role == "" {
@@ -380,7 +402,7 @@ func WriteRouteTable(w io.Writer, rs []RouteResult) error {
 				fmt.Fprintf(bw, " %7.3f", r.CloneRecall[k])
 			}
 		}
-		fmt.Fprintf(bw, " %6.3f %9.0f %8.3f %8.3f %10.0f %8.0f %8.0f\n", r.MRR, r.BuildMs, r.P50Ms, r.P99Ms, r.IngestMs, r.PeakRSSMB, r.BuildPeakRSSMB)
+		fmt.Fprintf(bw, " %6.3f %5d %9.0f %8.3f %8.3f %10.0f %8.0f %8.0f\n", r.MRR, r.Fallbacks, r.BuildMs, r.P50Ms, r.P99Ms, r.IngestMs, r.PeakRSSMB, r.BuildPeakRSSMB)
 	}
 	return bw.Flush()
 }

@@ -296,19 +296,14 @@ func (x *Index) fuse(orig, alt search.DocumentMatchCollection) search.DocumentMa
 // fuseWeight is the weight of the alternatives' evidence: the largest
 // weight among the expansion sources that are on.
 func (x *Index) fuseWeight() float64 {
-	w := 0.0
-	if x.syn != nil {
-		w = max(w, x.cfg.synWeight)
-	}
+	w := x.cfg.synWeight
 	if x.assoc != nil {
 		w = max(w, x.cfg.assocWeight)
 	}
 	if x.cfg.prfDocs > 0 {
 		w = max(w, x.cfg.prfWeight)
 	}
-	if x.wn != nil {
-		w = max(w, x.cfg.wnWeight)
-	}
+	w = max(w, x.cfg.wnWeight)
 	return w
 }
 

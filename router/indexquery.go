@@ -193,7 +193,15 @@ func (x *Index) expand(from, terms []queryTerm) []queryTerm {
 			continue
 		}
 		done[posTerm{t.pos, t.term}] = true
-		for _, alts := range [...][]expansion{x.syn[t.term], x.assoc[t.term], x.wn[t.term]} {
+		var sources [3][]expansion
+		if x.cfg.synWeight > 0 {
+			sources[0] = x.syn[t.term]
+		}
+		if x.cfg.wnWeight > 0 {
+			sources[1] = x.wn[t.term]
+		}
+		sources[2] = x.assoc[t.term]
+		for _, alts := range sources {
 			for _, e := range alts {
 				if inQuery[e.term] {
 					continue

@@ -128,6 +128,10 @@ type browseResult struct {
 	Cards      []choicecard.Card `json:"cards"`
 	NextCursor string            `json:"next_cursor,omitempty"`
 	Total      int               `json:"total,omitempty"`
+	// LowConfidence says no word of the query matched a card as written:
+	// the cards are the router's never-empty fallback (closest spellings,
+	// stems, synonyms, character trigrams), to be checked before use.
+	LowConfidence bool `json:"low_confidence,omitempty"`
 }
 
 func (r *Runtime) handleBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -160,20 +164,18 @@ func (r *Runtime) browse(ctx context.Context, ss *mcp.ServerSession, kind toolid
 		if a.Cursor != "" {
 			return nil, newError(CodeArgsInvalid, "cursor applies to path browses only").withPath("cursor")
 		}
-		fetch := k
+		// The router drops hidden items before it ranks, in its fallback
+		// too, so they neither show nor crowd visible ones out.
+		var visible router.Visible
 		if r.auth.filtering() {
-			// Over-fetch, so that hidden hits do not crowd visible ones
-			// out of the top k.
-			fetch = min(max(4*k, k), router.MaxTopK)
+			pinned := r.auth.pin(ctx)
+			visible = func(it *catalog.Item) bool { return r.visible(pinned, st, it) }
 		}
-		cards, err := st.router.Route(ctx, kind, *a.Query, fetch)
+		cards, low, err := st.router.Route(ctx, kind, *a.Query, k, visible)
 		if err != nil {
 			return nil, classify(err)
 		}
-		res.Cards = r.visibleCards(ctx, st, cards)
-		if len(res.Cards) > k {
-			res.Cards = res.Cards[:k]
-		}
+		res.Cards, res.LowConfidence = cards, low
 	} else {
 		page, err := st.router.Browse(kind, *a.Path, k, a.Cursor)
 		if err != nil {
@@ -188,6 +190,9 @@ func (r *Runtime) browse(ctx context.Context, ss *mcp.ServerSession, kind toolid
 		res.Cards = []choicecard.Card{}
 	}
 	text := choicecard.RenderList(res.Cards)
+	if res.LowConfidence && len(res.Cards) > 0 {
+		text += "\n(low confidence: no card matched the query's words as written; these are the closest. Try other words or browse a path.)"
+	}
 	if res.NextCursor != "" {
 		text += fmt.Sprintf("\n(%d of %d shown; next_cursor: %s)", len(res.Cards), res.Total, res.NextCursor)
 	}
