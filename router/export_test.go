@@ -41,6 +41,8 @@ type Config struct {
 	WnDer        float64
 	WnHyp        float64
 	GapOnly      bool
+	MaxDF        float64
+	Batch        int
 }
 
 // Analyzer names and structures for the harness.
@@ -65,7 +67,7 @@ func DefaultConfig() Config {
 		Candidates: c.candidates, Nested: c.nested, QueryStop: c.queryStop, FlatIDF: c.flatIDF, Enums: c.enums,
 		Combined: c.combined, Abbrev: c.abbrev, AbbrevWeight: c.abbrevWeight, NoSplit: c.noSplit,
 		SynWeight: c.synWeight, AssocWeight: c.assocWeight, AssocTop: c.assocTop, AssocMin: c.assocMin,
-		PrfDocs: c.prfDocs, PrfTerms: c.prfTerms, PrfWeight: c.prfWeight, RRF: c.rrf, SegWeight: c.segWeight, WnWeight: c.wnWeight, WnDer: c.wnDer, WnHyp: c.wnHyp, GapOnly: c.gapOnly}
+		PrfDocs: c.prfDocs, PrfTerms: c.prfTerms, PrfWeight: c.prfWeight, RRF: c.rrf, SegWeight: c.segWeight, WnWeight: c.wnWeight, WnDer: c.wnDer, WnHyp: c.wnHyp, GapOnly: c.gapOnly, MaxDF: c.maxDF, Batch: c.batch}
 }
 
 // NewIndexConfig builds an index with explicit knobs.
@@ -75,7 +77,7 @@ func NewIndexConfig(items []*catalog.Item, c Config) (*Index, error) {
 		serverTop: c.ServerTop, candidates: c.Candidates, nested: c.Nested, queryStop: c.QueryStop,
 		flatIDF: c.FlatIDF, enums: c.Enums, combined: c.Combined, abbrev: c.Abbrev, abbrevWeight: c.AbbrevWeight, noSplit: c.NoSplit,
 		synWeight: c.SynWeight, assocWeight: c.AssocWeight, assocTop: c.AssocTop, assocMin: c.AssocMin,
-		prfDocs: c.PrfDocs, prfTerms: c.PrfTerms, prfWeight: c.PrfWeight, rrf: c.RRF, segWeight: c.SegWeight, wnWeight: c.WnWeight, wnDer: c.WnDer, wnHyp: c.WnHyp, gapOnly: c.GapOnly})
+		prfDocs: c.PrfDocs, prfTerms: c.PrfTerms, prfWeight: c.PrfWeight, rrf: c.RRF, segWeight: c.SegWeight, wnWeight: c.WnWeight, wnDer: c.WnDer, wnHyp: c.WnHyp, gapOnly: c.GapOnly, maxDF: c.MaxDF, batch: c.Batch})
 }
 
 // BoundaryTie reports whether the bleve hits of q tie across position size.

@@ -161,6 +161,12 @@ func newIndex(items []*catalog.Item, cfg config) (*Index, error) {
 	db := &docBuilder{cfg: &x.cfg, voc: x.voc, memo: map[string][]string{}}
 	b := idx.NewBatch()
 	for i, it := range kept {
+		if x.cfg.batch > 0 && i > 0 && i%x.cfg.batch == 0 {
+			if err := idx.Batch(b); err != nil {
+				return nil, fmt.Errorf("router: index batch: %w", err)
+			}
+			b = idx.NewBatch()
+		}
 		doc := db.doc(&texts[i])
 		if ab != nil {
 			d, _ := doc[fieldNames[fieldDesc]].(string)

@@ -153,6 +153,9 @@ func (x *Index) queryTerms(words []qword) (terms, gaps []queryTerm) {
 				if df[f] == 0 || (w.nameOnly && f != fieldName && f != fieldServer) {
 					continue
 				}
+				if x.cfg.maxDF > 0 && float64(df[f]) > x.cfg.maxDF*float64(x.total) {
+					continue // too common in this field to tell items apart
+				}
 				if t == "" {
 					t = string(tok.Term)
 				}

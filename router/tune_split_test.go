@@ -82,6 +82,11 @@ func splitCandidates() []splitCandidate {
 			splitSetting{fmt.Sprintf("both w=%.1f der=1", w), with(func(c *router.Config) { c.SynWeight, c.WnWeight, c.WnDer, c.GapOnly = w, w, 1, true })})
 	}
 	cs = append(cs, gap)
+	prune := splitCandidate{name: "max-df"}
+	for _, r := range []float64{0.02, 0.05, 0.1, 0.2} {
+		prune.grid = append(prune.grid, splitSetting{fmt.Sprintf("maxDF=%.2f", r), with(func(c *router.Config) { c.MaxDF = r })})
+	}
+	cs = append(cs, prune)
 	return cs
 }
 
