@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,8 +79,9 @@ type RouteResult struct {
 	// BuildMs is the router index build time; IngestMs the catalog ingest
 	// time (tool_ids, schemas, cards) before it.
 	BuildMs, IngestMs float64
-	// PeakRSSMB is the process's peak resident set (VmHWM) after the run,
-	// or the Go runtime's memory from the OS where /proc is absent.
+	// PeakRSSMB is the process's peak resident set (VmHWM) over the whole
+	// run, ingest included, or the Go runtime's memory from the OS where
+	// /proc is absent.
 	PeakRSSMB float64
 	// BuildPeakRSSMB is the peak resident set while the index was built:
 	// the high-water mark is reset after ingest (the catalog stays
@@ -216,7 +218,11 @@ func RunRoute(ctx context.Context, opts RouteOptions) ([]RouteResult, error) {
 	}
 	progress("ingested %d tools from %d servers in %s; building the index", len(items), len(servers), ingest.Round(time.Millisecond))
 
-	runtime.GC()
+	// The build's peak is measured from here: the ingest's garbage is
+	// collected and returned to the OS first, so that VmHWM starts at what
+	// a serving process holds before it builds an index.
+	debug.FreeOSMemory()
+	ingestPeak := peakRSSMB()
 	resetPeakRSS := resetPeakRSS()
 	t0 = time.Now()
 	x, err := router.NewIndex(items, opts.Index)
@@ -298,7 +304,7 @@ func RunRoute(ctx context.Context, opts RouteOptions) ([]RouteResult, error) {
 			Tools: len(items), Servers: len(servers), Scale: scale,
 		})
 	}
-	peak := peakRSSMB()
+	peak := max(peakRSSMB(), ingestPeak)
 	for i := range out {
 		out[i].PeakRSSMB = peak
 	}
