@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,10 +23,16 @@ import (
 
 // RouteOptions configure RunRoute.
 type RouteOptions struct {
-	// Catalog and Queries are the files to load (see LoadCatalog and
-	// LoadQueries).
+	// Catalog is the catalog file to load (see LoadCatalog); Queries one
+	// or more labelled query files, separated by commas (see LoadQueries),
+	// read in order.
 	Catalog string
 	Queries string
+	// TuneOn names the query source that tuning used (see
+	// benchmarks/routing-protocol.md): its result has Role "tune", the
+	// source "blind" has Role "blind", every other source Role "report".
+	// Empty leaves Role empty.
+	TuneOn string
 	// Ks are the cut-offs of recall@k; empty means 1, 5, 10. Every k must
 	// be in 1..router.MaxTopK.
 	Ks []int
@@ -47,11 +54,19 @@ type RouteOptions struct {
 // RouteResult is the outcome of one query source.
 type RouteResult struct {
 	Source string
-	QIDs   int
+	// Role is the source's side of the tune/report split (see TuneOn).
+	Role string
+	QIDs int
 	// Recall maps k to recall@k (see Score); Ks lists the ks in order.
 	Recall map[int]float64
 	Ks     []int
 	MRR    float64
+	// Fallbacks counts the queries answered by the router's never-empty
+	// fallback (every hit LowConfidence: no word matched as written);
+	// RecallNoFallback is recall@k with those answers emptied, as the
+	// router answered them before the fallback existed.
+	Fallbacks        int
+	RecallNoFallback map[int]float64
 	// CloneRecall (scale > 1 only) is recall@k where a clone of a gold
 	// tool (same name on a clone of the gold server) is a hit too.
 	CloneRecall map[int]float64
@@ -64,12 +79,18 @@ type RouteResult struct {
 	// BuildMs is the router index build time; IngestMs the catalog ingest
 	// time (tool_ids, schemas, cards) before it.
 	BuildMs, IngestMs float64
-	// PeakRSSMB is the process's peak resident set (VmHWM) after the run,
-	// or the Go runtime's memory from the OS where /proc is absent.
+	// PeakRSSMB is the process's peak resident set (VmHWM) over the whole
+	// run, ingest included, or the Go runtime's memory from the OS where
+	// /proc is absent.
 	PeakRSSMB float64
-	Tools     int
-	Servers   int
-	Scale     int
+	// BuildPeakRSSMB is the peak resident set while the index was built:
+	// the high-water mark is reset after ingest (the catalog stays
+	// resident, as in a serving process) and read after the build. 0 where
+	// /proc/self/clear_refs is unavailable.
+	BuildPeakRSSMB float64
+	Tools          int
+	Servers        int
+	Scale          int
 }
 
 // MarshalJSON writes the flat object of `quiver bench route --json`:
@@ -95,11 +116,20 @@ func (r RouteResult) MarshalJSON() ([]byte, error) {
 		}
 	}
 	put("source", r.Source)
+	if r.Role != "" {
+		put("role", r.Role)
+	}
 	put("qids", r.QIDs)
 	for _, k := range r.Ks {
 		put("recall@"+strconv.Itoa(k), r.Recall[k])
 	}
 	put("mrr", r.MRR)
+	put("fallbacks", r.Fallbacks)
+	for _, k := range r.Ks {
+		if v, ok := r.RecallNoFallback[k]; ok {
+			put("recall_no_fallback@"+strconv.Itoa(k), v)
+		}
+	}
 	if r.CloneRecall != nil {
 		for _, k := range r.Ks {
 			put("clone_recall@"+strconv.Itoa(k), r.CloneRecall[k])
@@ -112,6 +142,7 @@ func (r RouteResult) MarshalJSON() ([]byte, error) {
 	put("build_ms", r.BuildMs)
 	put("ingest_ms", r.IngestMs)
 	put("peak_rss_mb", r.PeakRSSMB)
+	put("build_peak_rss_mb", r.BuildPeakRSSMB)
 	put("tools", r.Tools)
 	put("servers", r.Servers)
 	put("scale", r.Scale)
@@ -150,9 +181,19 @@ func RunRoute(ctx context.Context, opts RouteOptions) ([]RouteResult, error) {
 		}
 	}
 
-	qs, err := LoadQueries(opts.Queries)
-	if err != nil {
-		return nil, err
+	var qs []Query
+	for _, path := range strings.Split(opts.Queries, ",") {
+		if path = strings.TrimSpace(path); path == "" {
+			continue
+		}
+		q, err := LoadQueries(path)
+		if err != nil {
+			return nil, err
+		}
+		qs = append(qs, q...)
+	}
+	if len(qs) == 0 {
+		return nil, errors.New("no query file given")
 	}
 	src, err := loadSource(opts.Catalog)
 	if err != nil {
@@ -177,6 +218,12 @@ func RunRoute(ctx context.Context, opts RouteOptions) ([]RouteResult, error) {
 	}
 	progress("ingested %d tools from %d servers in %s; building the index", len(items), len(servers), ingest.Round(time.Millisecond))
 
+	// The build's peak is measured from here: the ingest's garbage is
+	// collected and returned to the OS first, so that VmHWM starts at what
+	// a serving process holds before it builds an index.
+	debug.FreeOSMemory()
+	ingestPeak := peakRSSMB()
+	resetPeakRSS := resetPeakRSS()
 	t0 = time.Now()
 	x, err := router.NewIndex(items, opts.Index)
 	if err != nil {
@@ -184,6 +231,10 @@ func RunRoute(ctx context.Context, opts RouteOptions) ([]RouteResult, error) {
 	}
 	defer x.Close()
 	build := time.Since(t0)
+	buildPeak := 0.0
+	if resetPeakRSS {
+		buildPeak = peakRSSMB()
+	}
 	progress("index built in %s", build.Round(time.Millisecond))
 	// Latency is measured in the steady state of a serving process: the
 	// garbage of loading and building is collected first, as it would be
@@ -222,18 +273,38 @@ func RunRoute(ctx context.Context, opts RouteOptions) ([]RouteResult, error) {
 			}
 		}
 		s := Score(set, ranked, ks)
+		fallbacks := 0
+		lexical := make([][]router.Hit, len(ranked))
+		for i, hits := range ranked {
+			if len(hits) > 0 && hits[0].LowConfidence {
+				fallbacks++
+				continue
+			}
+			lexical[i] = hits
+		}
 		var cloneRecall map[int]float64
 		if origin != nil {
 			cloneRecall = Score(set, asOriginals(ranked, origin), ks).Recall
 		}
+		role := ""
+		switch {
+		case opts.TuneOn == "":
+		case source == opts.TuneOn:
+			role = "tune"
+		case source == "blind":
+			role = "blind"
+		default:
+			role = "report"
+		}
 		out = append(out, RouteResult{
-			Source: source, QIDs: s.QIDs, Recall: s.Recall, Ks: ks, MRR: s.MRR, CloneRecall: cloneRecall,
+			Fallbacks: fallbacks, RecallNoFallback: Score(set, lexical, ks).Recall,
+			Source: source, Role: role, BuildPeakRSSMB: buildPeak, QIDs: s.QIDs, Recall: s.Recall, Ks: ks, MRR: s.MRR, CloneRecall: cloneRecall,
 			P50Ms: ms(percentile(lat, 0.50)), P99Ms: ms(percentile(lat, 0.99)), Searches: len(lat), GCs: numGC() - gc0,
 			BuildMs: ms(build), IngestMs: ms(ingest),
 			Tools: len(items), Servers: len(servers), Scale: scale,
 		})
 	}
-	peak := peakRSSMB()
+	peak := max(peakRSSMB(), ingestPeak)
 	for i := range out {
 		out[i].PeakRSSMB = peak
 	}
@@ -277,6 +348,12 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return s[min(max(i, 0), len(s)-1)]
 }
 
+// resetPeakRSS resets the process's VmHWM to its current resident set
+// (Linux: "5" written to /proc/self/clear_refs) and reports whether it did.
+func resetPeakRSS() bool {
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+}
+
 // peakRSSMB returns VmHWM from /proc/self/status in MiB, or the Go
 // runtime's memory obtained from the OS where /proc is absent.
 func peakRSSMB() float64 {
@@ -306,7 +383,7 @@ func WriteRouteTable(w io.Writer, rs []RouteResult) error {
 	if len(rs) == 0 {
 		return bw.Flush()
 	}
-	fmt.Fprintf(bw, "%-14s %5s %6s %5s", "source", "qids", "tools", "scale")
+	fmt.Fprintf(bw, "%-14s %-6s %5s %6s %5s", "source", "role", "qids", "tools", "scale")
 	for _, k := range rs[0].Ks {
 		fmt.Fprintf(bw, " %7s", "R@"+strconv.Itoa(k))
 	}
@@ -316,9 +393,13 @@ func WriteRouteTable(w io.Writer, rs []RouteResult) error {
 			fmt.Fprintf(bw, " %7s", "cR@"+strconv.Itoa(k))
 		}
 	}
-	fmt.Fprintf(bw, " %6s %9s %8s %8s %10s %8s\n", "MRR", "build_ms", "p50_ms", "p99_ms", "ingest_ms", "peak_MB")
+	fmt.Fprintf(bw, " %6s %5s %9s %8s %8s %10s %8s %8s\n", "MRR", "fallb", "build_ms", "p50_ms", "p99_ms", "ingest_ms", "peak_MB", "build_MB")
 	for _, r := range rs {
-		fmt.Fprintf(bw, "%-14s %5d %6d %5d", r.Source, r.QIDs, r.Tools, r.Scale)
+		role := r.Role
+		if role == "" {
+			role = "-"
+		}
+		fmt.Fprintf(bw, "%-14s %-6s %5d %6d %5d", r.Source, role, r.QIDs, r.Tools, r.Scale)
 		for _, k := range r.Ks {
 			fmt.Fprintf(bw, " %7.3f", r.Recall[k])
 		}
@@ -327,7 +408,7 @@ func WriteRouteTable(w io.Writer, rs []RouteResult) error {
 				fmt.Fprintf(bw, " %7.3f", r.CloneRecall[k])
 			}
 		}
-		fmt.Fprintf(bw, " %6.3f %9.0f %8.3f %8.3f %10.0f %8.0f\n", r.MRR, r.BuildMs, r.P50Ms, r.P99Ms, r.IngestMs, r.PeakRSSMB)
+		fmt.Fprintf(bw, " %6.3f %5d %9.0f %8.3f %8.3f %10.0f %8.0f %8.0f\n", r.MRR, r.Fallbacks, r.BuildMs, r.P50Ms, r.P99Ms, r.IngestMs, r.PeakRSSMB, r.BuildPeakRSSMB)
 	}
 	return bw.Flush()
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -185,4 +186,58 @@ func TestRouteReal(t *testing.T) {
 		t.Log(string(js))
 	}
 	_ = WriteRouteTable(os.Stdout, rs)
+}
+
+// TestRouteSplitAndDiff runs two query files with a tune source, reads the
+// JSON back and checks the before/after table and the recall plot.
+func TestRouteSplitAndDiff(t *testing.T) {
+	rs, err := RunRoute(context.Background(), RouteOptions{
+		Catalog: "testdata/route-tools.jsonl", Queries: "testdata/route-queries.jsonl, testdata/route-queries-blind.jsonl",
+		Ks: []int{1, 2, 3}, TuneOn: "small",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]string{}
+	for _, r := range rs {
+		roles[r.Source] = r.Role
+	}
+	if want := map[string]string{"small": "tune", "other": "report", "blind": "blind"}; !maps.Equal(roles, want) {
+		t.Fatalf("roles %v, want %v", roles, want)
+	}
+	var js bytes.Buffer
+	for _, r := range rs {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		js.Write(append(b, '\n'))
+	}
+	back, err := ReadRouteResults(&js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != len(rs) || back[0].Source != rs[0].Source || back[0].Role != "tune" ||
+		!slices.Equal(back[0].Ks, []int{1, 2, 3}) || back[0].Recall[3] != round(rs[0].Recall[3], 4) {
+		t.Fatalf("read back %+v from %+v", back, rs)
+	}
+	worse := slices.Clone(back)
+	worse[0].Recall = map[int]float64{1: 0, 2: 0, 3: 0}
+	var diff bytes.Buffer
+	if err := WriteRouteDiff(&diff, worse, rs); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(diff.String(), fmt.Sprintf("%+7.3f", round(rs[0].Recall[3], 4))) {
+		t.Errorf("diff lacks the change of R@3:\n%s", diff.String())
+	}
+	var svg bytes.Buffer
+	if err := WriteRecallSVG(&svg, back, rs); err != nil {
+		t.Fatal(err)
+	}
+	if s := svg.String(); !strings.HasPrefix(s, "<svg") || strings.Count(s, "<polyline") != 2*len(rs) {
+		t.Errorf("svg: %d polylines", strings.Count(s, "<polyline"))
+	}
+	if _, err := ReadRouteResults(strings.NewReader("{\"source\":\"x\"}\n")); err == nil {
+		t.Error("a line without recall@k: want an error")
+	}
 }

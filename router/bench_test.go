@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/quiver-mcp/quiver/benchmarks"
@@ -76,5 +77,47 @@ func searchEach(b *testing.B, x *router.Index, qs []benchmarks.Query) {
 				i++
 			}
 		})
+	}
+}
+
+// BenchmarkSearchX10Segments compares Search over the x10 catalog indexed
+// in one batch (one segment) and in batches of 4096 documents, the two
+// indexes built side by side and searched alternately, so that the
+// machine's load weighs on both alike.
+func BenchmarkSearchX10Segments(b *testing.B) {
+	items := synthetic(b, 10)
+	_, qs := loadReal(b)
+	var xs [2]*router.Index
+	for i, batch := range []int{0, 4096} {
+		c := router.DefaultConfig()
+		c.Batch = batch
+		x, err := router.NewIndexConfig(items, c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer x.Close()
+		xs[i] = x
+	}
+	ctx := context.Background()
+	for _, src := range benchmarks.Sources(qs) {
+		var texts []string
+		for _, q := range qs {
+			if q.Source == src {
+				texts = append(texts, q.Text)
+			}
+		}
+		for round := range 2 {
+			for i, name := range []string{"one-batch", "batch-4096"} {
+				b.Run(fmt.Sprintf("%s/%s/round%d", src, name, round), func(b *testing.B) {
+					n := 0
+					for b.Loop() {
+						if _, err := xs[i].Search(ctx, texts[n%len(texts)], 10); err != nil {
+							b.Fatal(err)
+						}
+						n++
+					}
+				})
+			}
+		}
 	}
 }

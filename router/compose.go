@@ -60,33 +60,36 @@ func New(ctx context.Context, snap *catalog.Snapshot, opts Options) (*Router, er
 	return r, nil
 }
 
-// Route answers a plain-words query with at most k cards of one kind,
-// scored and ordered by score desc, then id asc (§2.5).
-func (r *Router) Route(ctx context.Context, kind toolid.Kind, query string, k int) ([]choicecard.Card, error) {
+// Route answers a plain-words query with at most k cards of one kind that
+// visible accepts (nil: all), scored and ordered by score desc, then id asc
+// (§2.5). low reports that no word of the query matched as written and the
+// cards come from the never-empty fallback (Index.Search).
+func (r *Router) Route(ctx context.Context, kind toolid.Kind, query string, k int, visible Visible) (cards []choicecard.Card, low bool, err error) {
 	if r == nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	kr, ok := r.kinds[kind]
 	if !ok {
 		if k < 1 || k > MaxTopK {
-			return nil, fmt.Errorf("%w: top_k %d outside 1..%d", ErrArgsInvalid, k, MaxTopK)
+			return nil, false, fmt.Errorf("%w: top_k %d outside 1..%d", ErrArgsInvalid, k, MaxTopK)
 		}
 		if strings.TrimSpace(query) == "" {
-			return nil, fmt.Errorf("%w: empty query", ErrArgsInvalid)
+			return nil, false, fmt.Errorf("%w: empty query", ErrArgsInvalid)
 		}
-		return []choicecard.Card{}, nil
+		return []choicecard.Card{}, false, nil
 	}
-	hits, err := kr.index.Search(ctx, query, k)
+	hits, err := kr.index.SearchVisible(ctx, query, k, visible)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	cards := make([]choicecard.Card, len(hits))
+	cards = make([]choicecard.Card, len(hits))
 	for i, h := range hits {
 		c := h.Item.Card
 		c.Score = h.Score
 		cards[i] = c
+		low = low || h.LowConfidence
 	}
-	return cards, nil
+	return cards, low, nil
 }
 
 // Browse lists the children of a ChoiceGraph node of one kind (§3).

@@ -28,6 +28,21 @@ type Config struct {
 	Abbrev       int
 	AbbrevWeight float64
 	NoSplit      bool
+	SynWeight    float64
+	AssocWeight  float64
+	AssocTop     int
+	AssocMin     int
+	PrfDocs      int
+	PrfTerms     int
+	PrfWeight    float64
+	RRF          bool
+	SegWeight    float64
+	WnWeight     float64
+	WnDer        float64
+	WnHyp        float64
+	GapOnly      bool
+	MaxDF        float64
+	Batch        int
 }
 
 // Analyzer names and structures for the harness.
@@ -50,7 +65,9 @@ func DefaultConfig() Config {
 	return Config{Analyzer: c.analyzer, Boost: c.boost, Structure: int(c.structure), JoinRuns: c.joinRuns,
 		Decompound: c.decompound, KeepDigits: c.keepDigits, ServerWeight: c.serverWeight, ServerTop: c.serverTop,
 		Candidates: c.candidates, Nested: c.nested, QueryStop: c.queryStop, FlatIDF: c.flatIDF, Enums: c.enums,
-		Combined: c.combined, Abbrev: c.abbrev, AbbrevWeight: c.abbrevWeight, NoSplit: c.noSplit}
+		Combined: c.combined, Abbrev: c.abbrev, AbbrevWeight: c.abbrevWeight, NoSplit: c.noSplit,
+		SynWeight: c.synWeight, AssocWeight: c.assocWeight, AssocTop: c.assocTop, AssocMin: c.assocMin,
+		PrfDocs: c.prfDocs, PrfTerms: c.prfTerms, PrfWeight: c.prfWeight, RRF: c.rrf, SegWeight: c.segWeight, WnWeight: c.wnWeight, WnDer: c.wnDer, WnHyp: c.wnHyp, GapOnly: c.gapOnly, MaxDF: c.maxDF, Batch: c.batch}
 }
 
 // NewIndexConfig builds an index with explicit knobs.
@@ -58,7 +75,9 @@ func NewIndexConfig(items []*catalog.Item, c Config) (*Index, error) {
 	return newIndex(items, config{analyzer: c.Analyzer, boost: c.Boost, structure: structure(c.Structure),
 		joinRuns: c.JoinRuns, decompound: c.Decompound, keepDigits: c.KeepDigits, serverWeight: c.ServerWeight,
 		serverTop: c.ServerTop, candidates: c.Candidates, nested: c.Nested, queryStop: c.QueryStop,
-		flatIDF: c.FlatIDF, enums: c.Enums, combined: c.Combined, abbrev: c.Abbrev, abbrevWeight: c.AbbrevWeight, noSplit: c.NoSplit})
+		flatIDF: c.FlatIDF, enums: c.Enums, combined: c.Combined, abbrev: c.Abbrev, abbrevWeight: c.AbbrevWeight, noSplit: c.NoSplit,
+		synWeight: c.SynWeight, assocWeight: c.AssocWeight, assocTop: c.AssocTop, assocMin: c.AssocMin,
+		prfDocs: c.PrfDocs, prfTerms: c.PrfTerms, prfWeight: c.PrfWeight, rrf: c.RRF, segWeight: c.SegWeight, wnWeight: c.WnWeight, wnDer: c.WnDer, wnHyp: c.WnHyp, gapOnly: c.GapOnly, maxDF: c.MaxDF, batch: c.Batch})
 }
 
 // BoundaryTie reports whether the bleve hits of q tie across position size.

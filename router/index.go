@@ -59,6 +59,10 @@ type Index struct {
 	// lower-cased words of item names, for abbreviations.
 	voc   *vocabulary
 	names map[string]bool
+	// syn and assoc are the query expansions (expand.go), nil when off;
+	// descAn analyzes description text (feedback terms).
+	syn, assoc, wn expansions
+	descAn, stemAn analysis.Analyzer
 
 	mu     sync.RWMutex // guards idx against Close during Search
 	idx    bleve.Index
@@ -144,12 +148,37 @@ func newIndex(items []*catalog.Item, cfg config) (*Index, error) {
 			_ = idx.Close()
 		}
 	}()
+	x.descAn = m.AnalyzerNamed(cfg.analyzer[fieldDesc])
+	x.stemAn = m.AnalyzerNamed(anStem)
+	nameAn := m.AnalyzerNamed(cfg.analyzer[fieldName])
+	if x.descAn == nil || nameAn == nil || x.stemAn == nil {
+		return nil, fmt.Errorf("router: no analyzer %q", cfg.analyzer[fieldDesc])
+	}
+	var ab *assocBuilder
+	if cfg.assocWeight > 0 {
+		ab = newAssocBuilder()
+	}
 	db := &docBuilder{cfg: &x.cfg, voc: x.voc, memo: map[string][]string{}}
 	b := idx.NewBatch()
 	for i, it := range kept {
-		if err := b.Index(it.ID, db.doc(&texts[i])); err != nil {
+		if x.cfg.batch > 0 && i > 0 && i%x.cfg.batch == 0 {
+			if err := idx.Batch(b); err != nil {
+				return nil, fmt.Errorf("router: index batch: %w", err)
+			}
+			b = idx.NewBatch()
+		}
+		doc := db.doc(&texts[i])
+		if ab != nil {
+			d, _ := doc[fieldNames[fieldDesc]].(string)
+			n, _ := doc[fieldNames[fieldName]].(string)
+			ab.addTool(analyzeTerms(x.descAn, d), analyzeTerms(nameAn, n))
+		}
+		if err := b.Index(it.ID, doc); err != nil {
 			return nil, fmt.Errorf("router: index %s: %w", it.ID, err)
 		}
+	}
+	if ab != nil {
+		x.assoc = ab.build(max(cfg.assocTop, 1), max(cfg.assocMin, 1))
 	}
 	if err := idx.Batch(b); err != nil {
 		return nil, fmt.Errorf("router: index batch: %w", err)
@@ -161,6 +190,15 @@ func newIndex(items []*catalog.Item, cfg config) (*Index, error) {
 		if err := fieldDF(idx, f, x.df); err != nil {
 			return nil, err
 		}
+	}
+	known := func(t string) bool { _, ok := x.df[t]; return ok }
+	// The curated and WordNet alternatives serve the fallback always, and
+	// the lexical search only when their weights are set.
+	x.syn = synonymExpansions(x.descAn, known)
+	if cfg.wnWeight > 0 {
+		x.wn = wordnetExpansions(cfg.wnDer, cfg.wnHyp, known)
+	} else {
+		x.wn = wordnetExpansions(1, 0, known)
 	}
 	seen := map[string]int{}
 	for f := range numFields {
@@ -215,9 +253,18 @@ func (x *Index) Len() int { return len(x.items) }
 // Search returns the k best items for a plain-words query, ordered by score
 // descending, then id ascending (spec 003 §2.5). k must be in 1..MaxTopK
 // and the query must not be blank; otherwise the error matches
-// ErrArgsInvalid. A query that matches nothing returns no hits and no
-// error. Search honours ctx's cancellation.
+// ErrArgsInvalid. A query whose words match nothing still gets hits from
+// the fallback (fallback.go), marked LowConfidence; only an empty catalog
+// returns none. Search honours ctx's cancellation.
 func (x *Index) Search(ctx context.Context, q string, k int) ([]Hit, error) {
+	return x.SearchVisible(ctx, q, k, nil)
+}
+
+// SearchVisible is Search over the items visible accepts (nil: all): hidden
+// items are dropped before ranking, in the lexical search and in every
+// fallback stage alike, so they neither show nor crowd visible ones out;
+// it returns no hits only when no item is visible.
+func (x *Index) SearchVisible(ctx context.Context, q string, k int, visible Visible) ([]Hit, error) {
 	if k < 1 || k > MaxTopK {
 		return nil, fmt.Errorf("top_k %d out of range 1..%d: %w", k, MaxTopK, ErrArgsInvalid)
 	}
@@ -227,25 +274,86 @@ func (x *Index) Search(ctx context.Context, q string, k int) ([]Hit, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	bq := x.buildQuery(x.queryWords(q))
-	if bq == nil {
-		return nil, nil // only stop words, or words no item has
-	}
-	size := k
-	if x.cfg.serverWeight > 0 {
-		size = max(k, x.cfg.candidates)
-	}
+	terms, gaps := x.queryTerms(x.queryWords(q))
 
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if x.closed {
 		return nil, ErrClosed
 	}
+	if bq := x.compose(terms); bq != nil {
+		hits, err := x.lexical(ctx, q, k, bq, terms, gaps, visible)
+		if err != nil || len(hits) > 0 {
+			return hits, err
+		}
+	}
+	words := make([]string, 0, len(terms)+len(gaps))
+	for _, t := range slices.Concat(terms, gaps) {
+		if !slices.Contains(words, t.term) {
+			words = append(words, t.term)
+		}
+	}
+	return x.fallback(ctx, q, words, k, visible)
+}
+
+// lexical is the BM25 search of the query's own words (and the measured
+// expansions that are on).
+func (x *Index) lexical(ctx context.Context, q string, k int, bq query.Query, terms, gaps []queryTerm, visible Visible) ([]Hit, error) {
+	size := k
+	if x.cfg.serverWeight > 0 || visible != nil {
+		size = max(k, x.cfg.candidates)
+	}
 	hits, err := x.top(ctx, bq, size, k)
 	if err != nil {
 		return nil, err
 	}
-	return x.rank(hits, k), nil
+	if x.cfg.segWeight > 0 {
+		if segs := segments(q); segs != nil {
+			var seghits []search.DocumentMatchCollection
+			for _, s := range segs {
+				st, _ := x.queryTerms(x.queryWords(s))
+				sq := x.compose(st)
+				if sq == nil {
+					continue
+				}
+				h, err := x.top(ctx, sq, size, k)
+				if err != nil {
+					return nil, err
+				}
+				seghits = append(seghits, h)
+			}
+			hits = x.fuseSegments(hits, seghits)
+		}
+	}
+	var alt []queryTerm
+	if x.cfg.synWeight > 0 || x.assoc != nil || x.cfg.wnWeight > 0 {
+		if x.cfg.gapOnly {
+			alt = x.expand(gaps, terms)
+		} else {
+			alt = x.expand(terms, terms)
+		}
+	}
+	if x.cfg.prfDocs > 0 && len(hits) > 0 {
+		alt = append(alt, x.feedback(hits, terms)...)
+	}
+	if aq := x.compose(alt); aq != nil {
+		althits, err := x.top(ctx, aq, size, k)
+		if err != nil {
+			return nil, err
+		}
+		hits = x.fuse(hits, althits)
+	}
+	out := x.rank(hits, k, visible)
+	if len(out) == 0 && visible != nil && len(hits) >= size {
+		// Every candidate was hidden, and more items match beyond the
+		// cut: rank them all rather than fall back past visible matches.
+		all, err := x.top(ctx, bq, len(x.items), k)
+		if err != nil {
+			return nil, err
+		}
+		out = x.rank(all, k, visible)
+	}
+	return out, nil
 }
 
 // top returns the best bleve hits of q, at most size and at least k of
@@ -284,13 +392,13 @@ func (x *Index) top(ctx context.Context, q query.Query, size, k int) (search.Doc
 	return res.Hits, nil
 }
 
-// rank turns bleve hits (in score order) into the k best Hits, ordered by
-// score descending, then id ascending, lifting each by the mean of its
-// server's serverTop best scores.
-func (x *Index) rank(dms search.DocumentMatchCollection, k int) []Hit {
+// rank turns bleve hits (in score order) of visible items into the k best
+// Hits, ordered by score descending, then id ascending, lifting each by the
+// mean of its server's serverTop best scores.
+func (x *Index) rank(dms search.DocumentMatchCollection, k int, visible Visible) []Hit {
 	hits := make([]Hit, 0, len(dms))
 	for _, dm := range dms {
-		if it := x.items[dm.ID]; it != nil {
+		if it := x.items[dm.ID]; it != nil && (visible == nil || visible(it)) {
 			hits = append(hits, Hit{Item: it, Score: dm.Score})
 		}
 	}

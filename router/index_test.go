@@ -162,9 +162,9 @@ func TestSearchArgs(t *testing.T) {
 		{"   \t\n", 5, router.ErrArgsInvalid},
 		{"add", 1, nil},
 		{"add", router.MaxTopK, nil},
-		{"the of and", 5, nil},       // only stop words: no hits, no error
-		{"zzyzx qwertyuiop", 5, nil}, // unknown words: no hits, no error
-		{"!!! ???", 5, nil},          // no words at all
+		{"the of and", 5, nil},       // only stop words: fallback hits, no error
+		{"zzyzx qwertyuiop", 5, nil}, // unknown words: fallback hits, no error
+		{"!!! ???", 5, nil},          // no words at all: fallback hits
 	} {
 		hits, err := x.Search(context.Background(), tc.query, tc.k)
 		if !errors.Is(err, tc.err) || (tc.err == nil && err != nil) {
@@ -174,10 +174,16 @@ func TestSearchArgs(t *testing.T) {
 			t.Errorf("Search(%q, %d): hits with an error", tc.query, tc.k)
 		}
 	}
+	// A non-empty query never gets zero hits from a non-empty index; hits
+	// of the fallback are marked low-confidence, lexical ones are not.
 	for _, q := range []string{"the of and", "zzyzx qwertyuiop", "!!! ???"} {
-		if hits, _ := x.Search(context.Background(), q, 5); len(hits) != 0 {
-			t.Errorf("%q: %v, want none", q, names(hits))
+		hits, _ := x.Search(context.Background(), q, 5)
+		if len(hits) != 5 || slices.ContainsFunc(hits, func(h router.Hit) bool { return !h.LowConfidence }) {
+			t.Errorf("%q: %v, want 5 low-confidence hits", q, names(hits))
 		}
+	}
+	if hits, _ := x.Search(context.Background(), "add", 5); len(hits) == 0 || hits[0].LowConfidence {
+		t.Errorf("add: %v, want lexical hits", names(hits))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

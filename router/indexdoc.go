@@ -118,6 +118,45 @@ type config struct {
 	// abbrevWeight; 0 is off.
 	abbrev       int
 	abbrevWeight float64
+
+	// Query expansion (expand.go), measured by the protocol of
+	// benchmarks/routing-protocol.md.
+
+	// synWeight weighs the curated synonyms of synonyms.go; 0 is off.
+	synWeight float64
+	// assocWeight weighs the description-term -> name-term associations
+	// learned from the catalog at build time (assocTop per term, pairs
+	// seen in at least assocMin tools); 0 is off.
+	assocWeight        float64
+	assocTop, assocMin int
+	// prfDocs > 0 turns on RM3-style pseudo-relevance feedback: the
+	// prfTerms best terms of the top prfDocs hits join the query as one
+	// more group, weighted by prfWeight.
+	prfDocs, prfTerms int
+	prfWeight         float64
+	// rrf fuses the query's and its alternatives' rankings by reciprocal
+	// rank instead of a weighted sum of max-normalised scores.
+	rrf bool
+	// segWeight > 0 also routes each clause of a task-style query on its
+	// own (segments) and adds segWeight times its best normalised clause
+	// score to a hit's normalised score.
+	segWeight float64
+	// wnWeight weighs the WordNet-derived alternatives (wordnet.go):
+	// synonyms 1, derived forms wnDer, hypernyms wnHyp; 0 is off.
+	wnWeight, wnDer, wnHyp float64
+	// gapOnly expands only the query terms no field holds.
+	gapOnly bool
+	// maxDF > 0 drops a (field, term) clause whose term is in more than
+	// this share of the items' field: it barely tells items apart and its
+	// postings dominate the cost of a search.
+	maxDF float64
+	// batch > 0 indexes documents in batches of this many (one segment
+	// each: an in-memory index is never merged); 0 indexes all in one
+	// batch. A batch's analysis is the transient memory of a build: 4096
+	// halves the peak RSS of a 36k-tool build (536 -> 259 MB) at the cost
+	// of searching 9 segments instead of one there; catalogs up to 4096
+	// tools keep one segment (benchmarks/README.md, routing).
+	batch int
 }
 
 func defaultConfig() config {
@@ -136,6 +175,7 @@ func defaultConfig() config {
 		serverTop:    3,
 		candidates:   100,
 		nested:       true,
+		batch:        4096,
 	}
 	for f := range c.analyzer {
 		c.analyzer[f] = anLight

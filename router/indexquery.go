@@ -110,12 +110,20 @@ type termKey struct {
 	term  string
 }
 
-// buildQuery analyzes the query words (once per distinct analyzer, all
-// words in one pass) and builds the bleve query; nil when no analyzed term
-// occurs in any field.
+// buildQuery analyzes the query words and builds the bleve query; nil when
+// no analyzed term occurs in any field.
 func (x *Index) buildQuery(words []qword) query.Query {
+	terms, _ := x.queryTerms(words)
+	return x.compose(terms)
+}
+
+// queryTerms analyzes the query words (once per distinct analyzer, all
+// words in one pass) into (field, term) clauses; gaps holds the analyzed
+// terms no field holds (their field is meaningless), for the expansions
+// and the fallback.
+func (x *Index) queryTerms(words []qword) (terms, gaps []queryTerm) {
 	if len(words) == 0 {
-		return nil
+		return nil, nil
 	}
 	buf := make([]byte, 0, 16*len(words))
 	starts := make([]int, len(words)) // byte offset of each word in buf
@@ -126,7 +134,7 @@ func (x *Index) buildQuery(words []qword) query.Query {
 		starts[i] = len(buf)
 		buf = append(buf, w.text...)
 	}
-	terms := make([]queryTerm, 0, 2*len(words))
+	terms = make([]queryTerm, 0, 2*len(words))
 	seen := make(map[termKey]int, 2*len(words))
 	for _, qa := range x.analyzers {
 		wi := 0
@@ -137,12 +145,16 @@ func (x *Index) buildQuery(words []qword) query.Query {
 			w := &words[wi]
 			df, ok := x.df[string(tok.Term)] // no allocation for the lookup
 			if !ok {
+				gaps = append(gaps, queryTerm{pos: w.pos, term: string(tok.Term), weight: w.weight})
 				continue
 			}
 			var t string
 			for _, f := range qa.fields {
 				if df[f] == 0 || (w.nameOnly && f != fieldName && f != fieldServer) {
 					continue
+				}
+				if x.cfg.maxDF > 0 && float64(df[f]) > x.cfg.maxDF*float64(x.total) {
+					continue // too common in this field to tell items apart
 				}
 				if t == "" {
 					t = string(tok.Term)
@@ -159,6 +171,67 @@ func (x *Index) buildQuery(words []qword) query.Query {
 			}
 		}
 	}
+	return terms, gaps
+}
+
+// expand returns the alternatives (expand.go) of every (position, term) of
+// from that are not among terms (the query's own clauses), in every field that
+// holds them, at the position of the term they stand for, weighted by that
+// term's weight times the alternative's own; a repeated clause keeps its
+// highest weight. The result is ordered by position.
+func (x *Index) expand(from, terms []queryTerm) []queryTerm {
+	type posTerm struct {
+		pos  int
+		term string
+	}
+	inQuery := make(map[string]bool, len(terms))
+	for _, t := range terms {
+		inQuery[t.term] = true
+	}
+	done := make(map[posTerm]bool, len(from))
+	seen := map[termKey]int{}
+	var out []queryTerm
+	for _, t := range from {
+		if done[posTerm{t.pos, t.term}] {
+			continue
+		}
+		done[posTerm{t.pos, t.term}] = true
+		var sources [3][]expansion
+		if x.cfg.synWeight > 0 {
+			sources[0] = x.syn[t.term]
+		}
+		if x.cfg.wnWeight > 0 {
+			sources[1] = x.wn[t.term]
+		}
+		sources[2] = x.assoc[t.term]
+		for _, alts := range sources {
+			for _, e := range alts {
+				if inQuery[e.term] {
+					continue
+				}
+				df := x.df[e.term]
+				w := t.weight * e.weight
+				for f := range numFields {
+					if df[f] == 0 || x.cfg.boost[f] <= 0 {
+						continue
+					}
+					k := termKey{f, e.term}
+					if j, dup := seen[k]; dup {
+						out[j].weight = max(out[j].weight, w)
+						continue
+					}
+					seen[k] = len(out)
+					out = append(out, queryTerm{pos: t.pos, field: f, term: e.term, weight: w})
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b queryTerm) int { return cmp.Compare(a.pos, b.pos) })
+	return out
+}
+
+// compose builds the bleve query of clauses; nil when there are none.
+func (x *Index) compose(terms []queryTerm) query.Query {
 	if len(terms) == 0 {
 		return nil
 	}

@@ -36,4 +36,7 @@ const (
 type Hit struct {
 	Item  *catalog.Item
 	Score float64
+	// LowConfidence marks a hit of the never-empty fallback (fallback.go):
+	// no word of the query matched it as written.
+	LowConfidence bool
 }

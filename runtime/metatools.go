@@ -136,6 +136,10 @@ type browseResult struct {
 	// caller must present a capability token to call (spec 004); a card
 	// itself holds the spec's fields only.
 	RequiresCapability []string `json:"requires_capability,omitempty"`
+	// LowConfidence says no word of the query matched a card as written:
+	// the cards are the router's never-empty fallback (closest spellings,
+	// stems, synonyms, character trigrams), to be checked before use.
+	LowConfidence bool `json:"low_confidence,omitempty"`
 }
 
 func (r *Runtime) handleBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -168,20 +172,18 @@ func (r *Runtime) browse(ctx context.Context, ss *mcp.ServerSession, kind toolid
 		if a.Cursor != "" {
 			return nil, newError(CodeArgsInvalid, "cursor applies to path browses only").withPath("cursor")
 		}
-		fetch := k
+		// The router drops hidden items before it ranks, in its fallback
+		// too, so they neither show nor crowd visible ones out.
+		var visible router.Visible
 		if r.filtering() {
-			// Over-fetch, so that hidden hits do not crowd visible ones
-			// out of the top k.
-			fetch = min(max(4*k, k), router.MaxTopK)
+			pinned := r.auth.pin(ctx)
+			visible = func(it *catalog.Item) bool { return r.visible(pinned, st, it) }
 		}
-		cards, err := st.router.Route(ctx, kind, *a.Query, fetch)
+		cards, low, err := st.router.Route(ctx, kind, *a.Query, k, visible)
 		if err != nil {
 			return nil, classify(err)
 		}
-		res.Cards = r.visibleCards(ctx, st, cards)
-		if len(res.Cards) > k {
-			res.Cards = res.Cards[:k]
-		}
+		res.Cards, res.LowConfidence = cards, low
 	} else {
 		// Paths, counts, descriptions and cursors are computed over what
 		// the caller may see (spec 001 MUST 3): a path with nothing
@@ -207,6 +209,9 @@ func (r *Runtime) browse(ctx context.Context, ss *mcp.ServerSession, kind toolid
 	text := choicecard.RenderList(res.Cards)
 	if len(res.RequiresCapability) > 0 {
 		text += fmt.Sprintf("\n(these need a capability token, see %s: %s)", ToolCapabilityRequest, strings.Join(res.RequiresCapability, ", "))
+	}
+	if res.LowConfidence && len(res.Cards) > 0 {
+		text += "\n(low confidence: no card matched the query's words as written; these are the closest. Try other words or browse a path.)"
 	}
 	if res.NextCursor != "" {
 		text += fmt.Sprintf("\n(%d of %d shown; next_cursor: %s)", len(res.Cards), res.Total, res.NextCursor)
@@ -298,23 +303,6 @@ func (r *Runtime) capabilityCards(ctx context.Context, st *state, cards []choice
 		if it, ok := st.snap.Lookup(c.ID); ok && it.Kind == toolid.KindTool && r.decide(ctx, st, it, policy.ActionCall).RequiresCapability {
 			out = append(out, c.ID)
 		}
-	}
-	return out
-}
-
-// visibleCards drops the cards of items the caller may not see; cards of
-// catalog paths (internal nodes) stay.
-func (r *Runtime) visibleCards(ctx context.Context, st *state, cards []choicecard.Card) []choicecard.Card {
-	if !r.filtering() {
-		return cards
-	}
-	ctx = r.auth.pin(ctx)
-	out := cards[:0:0]
-	for _, c := range cards {
-		if it, ok := st.snap.Lookup(c.ID); ok && !r.visible(ctx, st, it) {
-			continue
-		}
-		out = append(out, c)
 	}
 	return out
 }

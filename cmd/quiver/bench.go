@@ -23,7 +23,7 @@ func newBenchCmd() *cobra.Command {
 	}
 
 	var opts benchmarks.RouteOptions
-	var ks string
+	var ks, beforeFile, plotFile string
 	var asJSON bool
 	route := &cobra.Command{
 		Use:   "route",
@@ -32,7 +32,10 @@ func newBenchCmd() *cobra.Command {
 source: qids, recall@k (per qid over its gold tools), MRR, index build time, Search latency
 p50/p99 and the process's peak memory. --scale N routes over a synthetic catalog N times the
 size (servers cloned under new names with seeded perturbation); recall still counts the
-original gold tools. Progress goes to stderr.`,
+original gold tools. --queries takes several files separated by commas; --tune-on names the
+source used for tuning (its role is "tune", "blind" stays "blind", the others are "report").
+--before FILE (an earlier --json output) adds a before/after table on stderr and, with
+--plot FILE, an SVG of recall@k for every k before and after. Progress goes to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Catalog == "" || opts.Queries == "" {
@@ -49,10 +52,32 @@ original gold tools. Progress goes to stderr.`,
 			if opts.Rounds < 1 {
 				return usageError(fmt.Errorf("--rounds %d: want 1 or more", opts.Rounds))
 			}
+			var before []benchmarks.RouteResult
+			if beforeFile != "" {
+				f, err := os.Open(beforeFile)
+				if err != nil {
+					return usageError(err)
+				}
+				before, err = benchmarks.ReadRouteResults(f)
+				f.Close()
+				if err != nil {
+					return usageError(fmt.Errorf("--before %s: %w", beforeFile, err))
+				}
+			}
 			opts.Progress = cmd.ErrOrStderr()
 			rs, err := benchmarks.RunRoute(cmd.Context(), opts)
 			if err != nil {
 				return usageError(err)
+			}
+			if before != nil {
+				if err := benchmarks.WriteRouteDiff(cmd.ErrOrStderr(), before, rs); err != nil {
+					return err
+				}
+			}
+			if plotFile != "" {
+				if err := writeFile(plotFile, func(w io.Writer) error { return benchmarks.WriteRecallSVG(w, before, rs) }); err != nil {
+					return err
+				}
 			}
 			out := cmd.OutOrStdout()
 			if !asJSON {
@@ -70,7 +95,10 @@ original gold tools. Progress goes to stderr.`,
 	}
 	f := route.Flags()
 	f.StringVar(&opts.Catalog, "catalog", "", "catalog file: JSON Lines of tools, a tools/list result, or a snapshot object")
-	f.StringVar(&opts.Queries, "queries", "", "labelled queries: JSON Lines of {source, qid, query, server, tool, alt_servers?, unresolved?}")
+	f.StringVar(&opts.Queries, "queries", "", "labelled queries, files separated by commas: JSON Lines of {source, qid, query, server, tool, alt_servers?, unresolved?}")
+	f.StringVar(&opts.TuneOn, "tune-on", "", "the query source tuning used; the others are reported as held out")
+	f.StringVar(&beforeFile, "before", "", "an earlier --json output to compare with")
+	f.StringVar(&plotFile, "plot", "", "write an SVG of recall@k, before (with --before) and after")
 	f.StringVar(&ks, "k", "1,5,10", "comma-separated cut-offs for recall@k")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per query source")
 	f.IntVar(&opts.Scale, "scale", 1, "route over a synthetic catalog this many times the size")

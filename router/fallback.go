@@ -1,0 +1,202 @@
+package router
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/blevesearch/bleve/v2/search/query"
+
+	"github.com/quiver-mcp/quiver/catalog"
+)
+
+// Visible reports whether the caller may see an item. A nil Visible sees
+// every item.
+type Visible func(*catalog.Item) bool
+
+// The never-empty fallback. A non-empty query whose words match no tool the
+// caller may see still gets cards, marked LowConfidence, from the first of
+// these stages that finds any:
+//
+//  1. relaxed words: each query word as a fuzzy term (edit distance 1, or
+//     2 from 8 letters), as a prefix (its Porter stem, from 4 letters),
+//     and its curated and WordNet alternatives (expand.go, wordnet.go),
+//     against names, server names and descriptions;
+//  2. character trigrams: the share of the query's trigrams found in an
+//     item's name, server name, card tags and description;
+//  3. nothing resembles the query: the visible items in id order.
+//
+// Every stage goes through the same Visible as the lexical search, so a
+// fallback never shows an item the caller may not see.
+
+// Weights of the relaxed-word clauses.
+const (
+	fuzzyBoost  = 0.5
+	prefixBoost = 0.7
+	altBoost    = 0.6
+	// minRelaxed is the shortest word relaxed by fuzzy and prefix terms.
+	minRelaxed = 4
+	// maxRelaxedWords bounds the words of stage 1 (the cost of fuzzy
+	// terms grows with each).
+	maxRelaxedWords = 16
+	// trigramDescBytes bounds the description text stage 2 reads per item.
+	trigramDescBytes = 400
+)
+
+// fallback runs the stages above; words are the query's analyzed terms.
+func (x *Index) fallback(ctx context.Context, q string, words []string, k int, visible Visible) ([]Hit, error) {
+	if rq := x.relaxedQuery(words); rq != nil {
+		dms, err := x.top(ctx, rq, max(k, x.cfg.candidates), k)
+		if err != nil {
+			return nil, err
+		}
+		if hits := x.rank(dms, k, visible); len(hits) > 0 {
+			return lowConfidence(hits), nil
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return lowConfidence(x.trigramHits(q, k, visible)), nil
+}
+
+func lowConfidence(hits []Hit) []Hit {
+	for i := range hits {
+		hits[i].LowConfidence = true
+	}
+	return hits
+}
+
+// relaxedQuery builds stage 1's query, or nil when no word yields a clause.
+func (x *Index) relaxedQuery(words []string) query.Query {
+	var clauses []query.Query
+	add := func(q interface {
+		query.Query
+		SetField(string)
+		SetBoost(float64)
+	}, f field, boost float64) {
+		q.SetField(fieldNames[f])
+		q.SetBoost(boost * x.cfg.boost[f])
+		clauses = append(clauses, q)
+	}
+	fields := [...]field{fieldName, fieldServer, fieldDesc}
+	for _, w := range words[:min(len(words), maxRelaxedWords)] {
+		if len(w) >= minRelaxed {
+			fz := 1
+			if len(w) >= 8 {
+				fz = 2
+			}
+			stem := w
+			if toks := x.stemAn.Analyze([]byte(w)); len(toks) == 1 {
+				stem = string(toks[0].Term)
+			}
+			for _, f := range fields {
+				fq := query.NewFuzzyQuery(w)
+				fq.SetFuzziness(fz)
+				add(fq, f, fuzzyBoost)
+				if len(stem) >= minRelaxed {
+					add(query.NewPrefixQuery(stem), f, prefixBoost)
+				}
+			}
+		}
+		for _, alts := range [...][]expansion{x.syn[w], x.wn[w]} {
+			for _, e := range alts {
+				df := x.df[e.term]
+				for _, f := range fields {
+					if df[f] > 0 {
+						add(query.NewTermQuery(e.term), f, altBoost*e.weight)
+					}
+				}
+			}
+		}
+	}
+	if len(clauses) == 0 {
+		return nil
+	}
+	return query.NewDisjunctionQuery(clauses)
+}
+
+// trigramHits scores every item by the share of the query's distinct
+// character trigrams (lower-cased bytes of its letter and digit runs) found
+// in the item's text, and returns the k best the caller may see, ties in id
+// order; with no trigram found anywhere, the first k visible items in id
+// order, scored 0.
+func (x *Index) trigramHits(q string, k int, visible Visible) []Hit {
+	grams := map[[3]byte]int{}
+	eachTrigram(strings.ToLower(q), func(g [3]byte) {
+		if _, ok := grams[g]; !ok {
+			grams[g] = len(grams)
+		}
+	})
+	type scored struct {
+		it    *catalog.Item
+		score float64
+	}
+	all := make([]scored, 0, len(x.items))
+	mark := make([]int, len(grams))
+	for i := range mark {
+		mark[i] = -1
+	}
+	n := 0
+	for _, it := range x.items {
+		found := 0
+		if len(grams) > 0 {
+			see := func(g [3]byte) {
+				if j, ok := grams[g]; ok && mark[j] != n {
+					mark[j] = n
+					found++
+				}
+			}
+			eachTrigram(strings.ToLower(it.UpstreamName), see)
+			eachTrigram(strings.ToLower(it.Server), see)
+			for _, t := range it.Card.Tags {
+				eachTrigram(t, see)
+			}
+			d := it.Card.Description
+			if len(d) > trigramDescBytes {
+				d = d[:trigramDescBytes]
+			}
+			eachTrigram(strings.ToLower(d), see)
+		}
+		n++
+		s := 0.0
+		if len(grams) > 0 {
+			s = float64(found) / float64(len(grams))
+		}
+		all = append(all, scored{it, s})
+	}
+	slices.SortFunc(all, func(a, b scored) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return strings.Compare(a.it.ID, b.it.ID)
+	})
+	var out []Hit
+	for _, s := range all {
+		if len(out) == k {
+			break
+		}
+		if visible == nil || visible(s.it) {
+			out = append(out, Hit{Item: s.it, Score: s.score})
+		}
+	}
+	return out
+}
+
+// eachTrigram calls fn for every trigram of bytes within a run of letters
+// and digits of s (ASCII letters and digits, and any non-ASCII byte).
+func eachTrigram(s string, fn func([3]byte)) {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if ('a' <= c && c <= 'z') || ('0' <= c && c <= '9') || c >= 0x80 {
+			run++
+			if run >= 3 {
+				fn([3]byte{s[i-2], s[i-1], c})
+			}
+			continue
+		}
+		run = 0
+	}
+}
