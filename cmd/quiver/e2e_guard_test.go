@@ -78,30 +78,41 @@ func (f guardFleet) calls(t *testing.T) map[string]int {
 	return out
 }
 
-// toolIDs maps "server/tool" to tool_ids, from path browses.
+// toolIDs maps "server/tool" to tool_ids, from path browses (into the
+// groups the catalog graph makes of tools with a common prefix too).
 func toolIDs(t *testing.T, cs *mcp.ClientSession, servers ...string) map[string]string {
 	t.Helper()
 	ids := map[string]string{}
 	for _, s := range servers {
-		cursor := ""
-		for {
-			args := map[string]any{"path": "/" + s, "top_k": 50}
-			if cursor != "" {
-				args["cursor"] = cursor
+		paths := []string{"/" + s}
+		for len(paths) > 0 {
+			path := paths[0]
+			paths = paths[1:]
+			cursor := ""
+			for {
+				args := map[string]any{"path": path, "top_k": 50}
+				if cursor != "" {
+					args["cursor"] = cursor
+				}
+				_, m := callTool(t, cs, "tool_browse", args)
+				cards, _ := m["cards"].([]any)
+				for _, c := range cards {
+					card := c.(map[string]any)
+					id := card["id"].(string)
+					if card["kind"] == "internal" {
+						paths = append(paths, id)
+						continue
+					}
+					name := strings.TrimPrefix(id, s+":")
+					name = name[:strings.IndexAny(name, "@#")]
+					ids[s+"/"+name] = id
+				}
+				next, _ := m["next_cursor"].(string)
+				if next == "" {
+					break
+				}
+				cursor = next
 			}
-			_, m := callTool(t, cs, "tool_browse", args)
-			cards, _ := m["cards"].([]any)
-			for _, c := range cards {
-				id := c.(map[string]any)["id"].(string)
-				name := strings.TrimPrefix(id, s+":")
-				name = name[:strings.IndexAny(name, "@#")]
-				ids[s+"/"+name] = id
-			}
-			next, _ := m["next_cursor"].(string)
-			if next == "" {
-				break
-			}
-			cursor = next
 		}
 	}
 	return ids

@@ -99,6 +99,9 @@ func claudeDesktopFile(t *testing.T, dir string, extra ...string) (path, record 
 	return path, record
 }
 
+// importedAdd is the tool_id of the imported alpha server's add tool.
+const importedAdd = "alpha:add#39f8edd4"
+
 // TestE2EServeImportedClientFile serves a Claude Desktop file as it is:
 // in environment dev (said on stderr), the literal secret moved to
 // quiver's environment, a tool called through the real upstream.
@@ -107,6 +110,9 @@ func TestE2EServeImportedClientFile(t *testing.T) {
 	file, record := claudeDesktopFile(t, dir)
 	cs, stderr := stdioSessionLog(t, []string{"ALPHA_API_TOKEN=from-quivers-env"}, "--config", file)
 	ids := toolIDs(t, cs, "alpha")
+	if ids["alpha/add"] != importedAdd {
+		t.Fatalf("alpha's add is %q, want %q (the prod test names it)", ids["alpha/add"], importedAdd)
+	}
 	res, m := execute(t, cs, ids["alpha/echo"], map[string]any{"text": "imported"})
 	if res.IsError {
 		t.Fatalf("echo: %v", m)
@@ -130,21 +136,25 @@ func TestE2EServeImportedClientFile(t *testing.T) {
 }
 
 // TestE2EServeImportedClientFileProd: --env prod serves the same file
-// with no registry, so every call is denied, and the user is told.
+// with no registry: no tool is classified, so none is shown and none can
+// be called (prod hides what every call to would be refused), and the user
+// is told why.
 func TestE2EServeImportedClientFileProd(t *testing.T) {
 	needSandbox(t)
 	dir := t.TempDir()
 	file, record := claudeDesktopFile(t, dir)
 	cs, stderr := stdioSessionLog(t, []string{"ALPHA_API_TOKEN=x"}, "--config", file, "--env", "prod")
-	ids := toolIDs(t, cs, "alpha")
-	res, m := execute(t, cs, ids["alpha/add"], map[string]any{"a": 1, "b": 2})
-	if !res.IsError || m["error"] != "TOOL_UNCLASSIFIED_DENIED" {
+	if _, m := callTool(t, cs, "tool_browse", map[string]any{"path": "/alpha"}); m["error"] != "PATH_NOT_FOUND" {
+		t.Fatalf("browse /alpha in prod without a registry: %v", m)
+	}
+	res, m := execute(t, cs, importedAdd, map[string]any{"a": 1, "b": 2})
+	if !res.IsError || m["error"] != "HYDRATE_FAILED" {
 		t.Fatalf("got %v", m)
 	}
 	if calls, _ := os.ReadFile(record); len(calls) != 0 {
 		t.Fatalf("a denied call reached the upstream: %s", calls)
 	}
-	if !strings.Contains(stderr.String(), "served in environment prod") {
+	if !strings.Contains(stderr.String(), "served in environment prod") || !strings.Contains(stderr.String(), "quiver registry init") {
 		t.Errorf("stderr: %s", stderr)
 	}
 }
