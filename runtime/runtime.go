@@ -39,6 +39,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/protocol"
 	qstate "github.com/quiver-mcp/quiver/runtime/state"
+	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -103,6 +104,9 @@ type Runtime struct {
 	met    *metrics
 
 	clients []*upstream.Client
+	// exchangers are the token exchangers of the upstreams that have one;
+	// a revocation drops their cached tokens of the revoked.
+	exchangers []*tokenexchange.Exchanger
 
 	// backend is the state backend opened (or injected) at Start; kv is
 	// its KV as the kinds of state made in New see it (ErrUnavailable

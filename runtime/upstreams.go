@@ -141,6 +141,7 @@ func (r *Runtime) specOf(u *config.Upstream) (upstream.Spec, *tokenexchange.Exch
 		if ex, bearer, err = exchangerFor(u, te, r.deps.Getenv, r.kv, r.log); err != nil {
 			return upstream.Spec{}, nil, err
 		}
+		r.exchangers = append(r.exchangers, ex)
 	}
 	spec := upstream.Spec{
 		Name:           u.Name,

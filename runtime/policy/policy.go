@@ -188,6 +188,11 @@ type Request struct {
 	// SessionID is the MCP session (used by incident quarantine, not by
 	// policy rules).
 	SessionID string
+	// Egress is true when the call reaches the network: its upstream's
+	// tools do (an egress allowlist or a sandbox network), or its
+	// arguments name a network destination (used by incident mode's
+	// egress block, not by policy rules).
+	Egress bool
 }
 
 // Decision is the answer to a Request.
