@@ -381,10 +381,14 @@ func (r *Runtime) Start(ctx context.Context) error {
 		r.wg.Wait()
 		return fmt.Errorf("direct exposure: name collision: %s", strings.Join(w, "; "))
 	}
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go func() {
 		defer r.wg.Done()
 		r.rebuildLoop(ctx)
+	}()
+	go func() {
+		defer r.wg.Done()
+		r.watchRegistry(ctx)
 	}()
 	return nil
 }
