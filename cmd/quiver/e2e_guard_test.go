@@ -297,7 +297,9 @@ func TestE2ERegistryWatch(t *testing.T) {
 	// An invalid manifest: every call is refused, at once and until fixed.
 	must(t, os.WriteFile(path, []byte(`{"schema_id":"talos.mcp.tool_registry","schema_version":"v1","server_id":"alpha","tools":[{"tool_name":"add","tool_class":"delete"}]}`), 0o644))
 	until("the invalid registry", func(int) map[string]any { return add },
-		func(res *mcp.CallToolResult, m map[string]any) bool { return res.IsError && m["error"] == "REGISTRY_VERSION_MISMATCH" })
+		func(res *mcp.CallToolResult, m map[string]any) bool {
+			return res.IsError && m["error"] == "REGISTRY_VERSION_MISMATCH"
+		})
 	before := f.calls(t)
 	for _, args := range []map[string]any{add, big("big-after"), {"tool_id": ids["alpha/echo"], "args": map[string]any{"text": "x"}, "idempotency_key": "small"}} {
 		if res, m := callTool(t, cs, "tool_execute", args); !res.IsError || m["error"] != "REGISTRY_VERSION_MISMATCH" {
