@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/runtime/argguard"
 	"github.com/quiver-mcp/quiver/runtime/codes"
+	"github.com/quiver-mcp/quiver/runtime/egress"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
@@ -101,7 +103,44 @@ func (r *Runtime) toolRequest(ctx context.Context, st *state, it *catalog.Item, 
 	if c := callerOf(ctx); c != nil && c.ss != nil {
 		req.SessionID = c.ss.ID()
 	}
+	if e := st.owner[it.Server]; e != nil {
+		req.Egress = e.network
+	}
 	return req
+}
+
+// namesHost reports whether raw JSON arguments name a network destination
+// anywhere (egress.Find, scheme-less forms included): a call incident
+// mode's egress block refuses.
+func namesHost(raw json.RawMessage) bool {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	var walk func(v any, depth int) bool
+	walk = func(v any, depth int) bool {
+		if depth > argguard.MaxDepth+1 {
+			return true // deeper than preflight admits: treat as naming one
+		}
+		switch x := v.(type) {
+		case string:
+			return len(egress.Find(x, true)) > 0
+		case []any:
+			for _, c := range x {
+				if walk(c, depth+1) {
+					return true
+				}
+			}
+		case map[string]any:
+			for k, c := range x {
+				if len(egress.Find(k, false)) > 0 || walk(c, depth+1) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(v, 0)
 }
 
 // decide asks the incident state, then the policy, about one item.
@@ -208,7 +247,12 @@ func (r *Runtime) authorize(ctx context.Context, st *state, it *catalog.Item, ra
 // (whether the call needs a capability token).
 func (r *Runtime) authorizeDecided(ctx context.Context, st *state, it *catalog.Item, rawArgs json.RawMessage, dry bool) (policy.Decision, *Error) {
 	r.recordItem(ctx, st, it)
-	d := r.decide(ctx, st, it, policy.ActionCall)
+	req := r.toolRequest(ctx, st, it, policy.ActionCall)
+	if !req.Egress && r.auth.incident != nil && r.auth.incident.EgressBlocked(ctx) {
+		// Only under an egress block are the arguments read for hosts.
+		req.Egress = namesHost(rawArgs)
+	}
+	d := r.auth.evaluate(ctx, req)
 	r.recordDecision(ctx, d)
 	return d, r.authorizeWith(ctx, it, d, rawArgs, dry)
 }

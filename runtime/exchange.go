@@ -7,6 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/runtime/identity"
+	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/tokenexchange"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
 )
@@ -36,7 +37,7 @@ func (x exchangeConn) bind(ctx context.Context) (context.Context, error) {
 	if p.IsZero() || sub == nil {
 		return nil, newError(CodeAuthFailed, "token exchange needs an authenticated caller").withCause(errNotSent)
 	}
-	tok, err := x.ex.Exchange(ctx, p.Key(), sub.Reveal(), p.ExpiresAt)
+	tok, err := x.ex.ExchangeFor(ctx, tokenexchange.Owner{Key: p.Key(), JTI: p.JTI}, sub.Reveal(), p.ExpiresAt)
 	if err != nil {
 		return nil, newError(CodeAuthFailed, "%s", exchangeMessage(err)).withCause(errors.Join(errNotSent, err))
 	}
@@ -82,4 +83,29 @@ func (x exchangeConn) complete(ctx context.Context, p *mcp.CompleteParams) (*mcp
 		return nil, err
 	}
 	return x.liveConn.complete(ctx, p)
+}
+
+// forgetExchanged drops the cached exchanged tokens of a revoked principal
+// (by subject or key) or token (by jti) from every exchanger: on the
+// shared KV, for every replica at once. A failure is logged; the revoked
+// are refused before any exchange anyway, so a token left behind is only
+// reused after the revocation is lifted.
+func (r *Runtime) forgetExchanged(ctx context.Context, kind policy.RevocationKind, id string) {
+	for _, e := range r.upstreams() {
+		xc, ok := e.conn.(*exchangeConn)
+		if !ok {
+			continue
+		}
+		x := xc.ex
+		var err error
+		switch kind {
+		case policy.RevokedPrincipal:
+			_, err = x.ForgetPrincipal(ctx, id)
+		case policy.RevokedToken:
+			_, err = x.ForgetToken(ctx, id)
+		}
+		if err != nil {
+			r.log.Warn("dropping the revoked's exchanged tokens failed; they expire on their own", "audience", x.Audience(), "err", err)
+		}
+	}
 }

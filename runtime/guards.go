@@ -135,7 +135,9 @@ func (r *Runtime) pinRegistry(globs []string, cfg *config.Config) (*pinned, erro
 	if r.cfg.Environment == guard.EnvProd && reg.Tools() == 0 {
 		r.log.Warn("environment prod without registry manifests: every tool_execute is denied (TOOL_UNCLASSIFIED_DENIED); add registry manifests or set environment: dev")
 	}
-	if !reg.HasWrites() {
+	if !reg.HasWrites() && len(globs) == 0 {
+		// With manifests on disk the idempotency records open anyway:
+		// the registry watch may pin a write tool later.
 		return pn, nil
 	}
 	if pn.idem, err = guard.NewIdempotency(guard.IdempotencyOptions{KV: r.kv, PendingTimeout: pendingTimeout(cfg)}); err != nil {
@@ -173,7 +175,7 @@ func (r *Runtime) frontDoor() (*guard.Gate, *guard.Registry) {
 		return guard.UnavailableGate(r.cfg.Environment), pinned
 	}
 	if pinned != nil && reg.Version() != pinned.Version() {
-		r.log.Error("the tool registry changed since quiver started; every tool_execute is refused (REGISTRY_VERSION_MISMATCH) until quiver restarts and pins it",
+		r.log.Error("the tool registry differs from the pinned one; every tool_execute is refused (REGISTRY_VERSION_MISMATCH) until the registry watch pins it",
 			"pinned", pinned.Version(), "current", reg.Version())
 	}
 	return guard.NewGate(reg, r.cfg.Environment), reg

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/admin"
 	"github.com/quiver-mcp/quiver/runtime/codes"
 	"github.com/quiver-mcp/quiver/runtime/identity"
+	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
 )
 
@@ -57,8 +59,39 @@ func (rec *recorder) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		c.progress = progressOf(req)
 		c.begin(method, argsOf(method, req), start)
 		res, err := next(withCaller(ctx, c), method, req)
-		return rec.finish(c, method, res, err, start)
+		res, err = rec.finish(c, method, res, err, start)
+		rec.countDenial(ctx, c)
+		return res, err
 	}
+}
+
+// countDenial counts a denied request of a known principal toward its
+// auto-quarantine (policy.Incident.Denied), except denials the incident
+// state made itself and those of an unreadable state (not the caller's
+// doing). A quarantine it triggers gets a receipt of its own and a log
+// line.
+func (rec *recorder) countDenial(ctx context.Context, c *caller) {
+	in := rec.auth.incident
+	d := c.rc.Decision
+	if in == nil || d.Result != "deny" || d.PolicyID == "incident" || c.p.IsZero() || slices.Contains(d.ReasonCodes, CodeStateUnavailable) {
+		return
+	}
+	key := c.p.Key()
+	quarantined, err := in.Denied(ctx, key)
+	if err != nil {
+		rec.log.Warn("counting a denial toward auto-quarantine failed", "principal", key, "err", err)
+		return
+	}
+	if !quarantined {
+		return
+	}
+	rec.log.Warn("principal auto-quarantined for its denial rate; release it with quiver admin release", "principal", key)
+	q := &caller{p: c.p, jwt: c.jwt, local: c.local}
+	q.begin("quarantine", nil, time.Now())
+	q.rc.Decision, q.decided = receipts.Decision{Result: "deny", PolicyID: "incident",
+		ReasonCodes: []string{policy.ReasonPrincipalQuarantined, ReasonAutoQuarantine}}, true
+	q.rc.Outcome.Message = "auto-quarantine: denial rate over the threshold"
+	rec.write(q, nil, &Error{Code: CodePolicyDenied, Message: q.rc.Outcome.Message}, 0)
 }
 
 // progressOf returns a request's progress token (nil when none).
@@ -290,6 +323,9 @@ const (
 	// answered as if it did not exist; the reason codes that follow say
 	// why it may not see it.
 	ReasonConcealed = "CONCEALED"
+	// ReasonAutoQuarantine: a principal passed the denial-rate threshold
+	// and was quarantined.
+	ReasonAutoQuarantine = "AUTO_QUARANTINE"
 )
 
 // protocolCode names a JSON-RPC error code for a receipt.

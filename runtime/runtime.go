@@ -388,6 +388,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		r.launch(e)
 	}
 	r.wg.Go(func() { r.warmUp(ctx) })
+	r.wg.Go(func() { r.watchRegistry(ctx) })
 	return nil
 }
 

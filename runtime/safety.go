@@ -39,7 +39,9 @@ func (r *Runtime) openSafety(ctx context.Context) error {
 	if !o.Incident.Persist {
 		incidentKV = qstate.NewMemory(nil)
 	}
-	if r.auth.incident, err = policy.NewIncident(policy.IncidentOptions{KV: incidentKV}); err != nil {
+	q := o.Incident.Quarantine
+	if r.auth.incident, err = policy.NewIncident(policy.IncidentOptions{KV: incidentKV,
+		QuarantineDenials: q.Denials, QuarantineWindow: time.Duration(q.Window), OnRevoke: r.forgetExchanged}); err != nil {
 		return fmt.Errorf("incident state: %w", err)
 	}
 	if r.auth.approvals, err = policy.NewApprovals(policy.ApprovalOptions{KV: r.kv, TTL: time.Duration(o.Approvals.TTL), MaxPending: o.Approvals.MaxPending}); err != nil {

@@ -36,6 +36,10 @@ func (r *Runtime) sandboxSpec(u *config.Upstream, spec *upstream.Spec) error {
 	rcpt, trust := sandboxReceipt(u), string(u.TrustLevel)
 	l := sandbox.New(sandbox.Options{Logger: r.log, OnEgressDenied: func(name, host, port, reason string) {
 		r.egressDenied(name, trust, rcpt, host, port)
+	}, EgressBlocked: func(ctx context.Context) bool {
+		// Set by Start before any upstream runs (fail closed if not).
+		in := r.auth.incident
+		return in == nil || in.EgressBlocked(ctx)
 	}})
 	if err := l.Check(context.Background(), sandbox.Spec{Name: u.Name, Dir: u.Dir, Policy: pol}); err != nil {
 		return err

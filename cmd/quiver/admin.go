@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -70,12 +71,14 @@ func newAdminCmd() *cobra.Command {
 	}
 
 	var reason, denyMinRisk string
+	var egressBlock bool
 	incident := &cobra.Command{Use: "incident", Short: "Show, enable or disable incident mode"}
 	enable := leaf("enable", "Enable incident mode", cobra.NoArgs, func(c *cobra.Command, _ []string) error {
-		return call(c, http.MethodPost, "incident", map[string]string{"reason": reason, "deny_min_risk": denyMinRisk})
+		return call(c, http.MethodPost, "incident", map[string]any{"reason": reason, "deny_min_risk": denyMinRisk, "egress_block": egressBlock})
 	})
 	enable.Flags().StringVar(&reason, "reason", "", "why (recorded)")
 	enable.Flags().StringVar(&denyMinRisk, "deny-min-risk", "", "deny tools of this risk and above (LOW|MEDIUM|HIGH|CRITICAL)")
+	enable.Flags().BoolVar(&egressBlock, "egress-block", false, "also deny every call that reaches the network (tools with an egress allowlist or sandbox network, arguments naming a host) and make the sandboxes' egress proxies refuse everything")
 	incident.AddCommand(
 		leaf("show", "Show the incident state", cobra.NoArgs, func(c *cobra.Command, _ []string) error {
 			return call(c, http.MethodGet, "incident", nil)
@@ -137,8 +140,8 @@ func newAdminCmd() *cobra.Command {
 		return call(c, http.MethodPost, "quarantine", map[string]string{"session_id": a[0], "reason": reason})
 	})
 	quarantine.Flags().StringVar(&reason, "reason", "", "why (recorded)")
-	release := leaf("release SESSION", "Release a quarantined session", cobra.ExactArgs(1), func(c *cobra.Command, a []string) error {
-		return call(c, http.MethodDelete, "quarantine/"+a[0], nil)
+	release := leaf("release ID", "Release a quarantined session (session id) or principal (principal key, e.g. jwt:corp:alice)", cobra.ExactArgs(1), func(c *cobra.Command, a []string) error {
+		return call(c, http.MethodDelete, "quarantine/"+url.PathEscape(a[0]), nil)
 	})
 
 	approvals := &cobra.Command{Use: "approvals", Short: "List, grant or deny approval requests"}

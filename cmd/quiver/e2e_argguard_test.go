@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -346,4 +347,74 @@ func TestE2EInsecureUpstreams(t *testing.T) {
 	if strings.Contains(string(out), "plain http://") {
 		t.Fatalf("serve --insecure: %v\n%s", err, out)
 	}
+}
+
+// Finding 12b: incident mode's egress block refuses calls to tools that
+// reach the network and calls whose arguments name a host, before
+// dispatch; and a principal denied past the threshold is quarantined
+// (receipted, visible in the admin API) until an operator releases it.
+func TestSafety10_IncidentEgressBlockAndQuarantine(t *testing.T) {
+	web, webRecord := guardedUpstream(t, "web", "egress: {allow: [api.example.com]}")
+	notes, notesRecord := guardedUpstream(t, "notes", "risk: LOW")
+	e := startSafety(t, web+notes+"incident: {quarantine: {denials: 4, window: 10m}}\n")
+	alice := e.as(t, hsToken(t, "alice", jwt.MapClaims{"groups": []string{"sre"}}))
+	names := listNames(t, alice)
+	webEcho, notesEcho := listedID(t, alice, names, "web", "echo"), listedID(t, alice, names, "notes", "echo")
+
+	e.adminCall(t, http.MethodPost, "/admin/v1/incident", map[string]any{"reason": "e2e exfil", "deny_min_risk": "CRITICAL", "egress_block": true})
+	blocked := func(id, text string) {
+		t.Helper()
+		res, m := execute(t, alice, id, map[string]any{"text": text})
+		if !res.IsError || !strings.Contains(fmt.Sprint(m), "INCIDENT_EGRESS_BLOCK") {
+			t.Fatalf("%s %q: %v", id, text, m)
+		}
+	}
+	if res, m := execute(t, alice, notesEcho, map[string]any{"text": "local only"}); res.IsError {
+		t.Fatalf("a call without egress is refused: %v", m)
+	}
+	blocked(notesEcho, "fetch https://api.example.com/x")
+	blocked(notesEcho, "push to git@github.example:org/repo")
+	blocked(webEcho, "no host at all") // the upstream itself reaches the network
+	e.adminCall(t, http.MethodDelete, "/admin/v1/incident", nil)
+	if res, m := execute(t, alice, webEcho, map[string]any{"text": "after the incident"}); res.IsError {
+		t.Fatalf("after disable: %v", m)
+	}
+	if got := recorded(t, notesRecord); strings.Join(got, "|") != "local only" {
+		t.Fatalf("notes saw %q", got)
+	}
+	if got := recorded(t, webRecord); strings.Join(got, "|") != "after the incident" {
+		t.Fatalf("web saw %q", got)
+	}
+
+	// Auto-quarantine: eve's 4th denial quarantines her.
+	eve := e.as(t, hsToken(t, "eve", jwt.MapClaims{"groups": []string{"sre"}}))
+	for i := range 4 {
+		res, m := execute(t, eve, notesEcho, map[string]any{"text": "x", "access_token": fmt.Sprintf("stolen-token-%016d", i)})
+		if !res.IsError || errCode(m) != "CLIENT_CREDENTIAL_REJECTED" {
+			t.Fatalf("denial %d: %v", i, m)
+		}
+	}
+	res, m := execute(t, eve, notesEcho, map[string]any{"text": "innocent"})
+	if !res.IsError || !strings.Contains(fmt.Sprint(m), "PRINCIPAL_QUARANTINED") {
+		t.Fatalf("eve after 4 denials: %v", m)
+	}
+	if res, m := execute(t, alice, notesEcho, map[string]any{"text": "alice still works"}); res.IsError {
+		t.Fatalf("alice: %v", m)
+	}
+	st := e.adminCall(t, http.MethodGet, "/admin/v1/incident", nil)
+	if q, _ := st["quarantined_principals"].(map[string]any); q["jwt:ci:eve"] == nil {
+		t.Fatalf("admin state: %v", st)
+	}
+	e.waitReceipt(t, "quarantine receipt", func(r map[string]any) bool {
+		return field(r, "mcp.method") == "quarantine" && field(r, "principal.sub") == "eve" &&
+			hasString(field(r, "decision.reason_codes"), "AUTO_QUARANTINE")
+	})
+	e.adminCall(t, http.MethodDelete, "/admin/v1/quarantine/jwt:ci:eve", nil)
+	if res, m := execute(t, eve, notesEcho, map[string]any{"text": "released"}); res.IsError {
+		t.Fatalf("eve after release: %v", m)
+	}
+	if got := recorded(t, notesRecord); strings.Join(got, "|") != "local only|alice still works|released" {
+		t.Fatalf("notes saw %q", got)
+	}
+	e.srv.stop(t, syscall.SIGTERM)
 }

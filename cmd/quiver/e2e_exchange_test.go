@@ -143,5 +143,27 @@ func TestSafety4_TokenExchange(t *testing.T) {
 	if bytes.Contains(all, []byte(exchanged)) || bytes.Contains(all, []byte(token)) || bytes.Contains(all, []byte("gateway-subject-token")) {
 		t.Fatal("a token reached the receipts")
 	}
+
+	// Finding 12c: the exchanged token is cached; revoking the principal
+	// drops it from the shared cache at once, so after the revocation is
+	// lifted the next call exchanges again instead of reusing it.
+	callerExchanges := func() int {
+		n := 0
+		for _, f := range x.requests() {
+			if f["subject_token"] == token {
+				n++
+			}
+		}
+		return n
+	}
+	if res, env := execute(t, alice, who, nil); res.IsError || callerExchanges() != 1 {
+		t.Fatalf("second call: %v, %d exchanges (want the cached token)", env, callerExchanges())
+	}
+	e.adminCall(t, http.MethodPost, "/admin/v1/revocations/principals", map[string]any{"sub": "alice", "reason": "e2e"})
+	e.adminCall(t, http.MethodDelete, "/admin/v1/revocations/principals/alice", nil)
+	alice = e.as(t, token)
+	if res, env := execute(t, alice, who, nil); res.IsError || callerExchanges() != 2 {
+		t.Fatalf("after revoke and restore: %v, %d exchanges (want a fresh exchange)", env, callerExchanges())
+	}
 	e.srv.stop(t, syscall.SIGTERM)
 }

@@ -264,52 +264,71 @@ func TestE2EIdempotencyAcrossRestart(t *testing.T) {
 	}
 }
 
-// TestE2ERegistryTamper: a manifest changed on disk while quiver runs
-// reaches the front door at the next catalog rebuild; the connector keeps
-// the version pinned at start, so every call is refused
-// (REGISTRY_VERSION_MISMATCH) and nothing reaches the upstream.
-func TestE2ERegistryTamper(t *testing.T) {
+// TestE2ERegistryWatch (#15 finding 9): a manifest changed on disk while
+// quiver runs is noticed by the registry watch without any catalog
+// rebuild being asked for: a valid change is applied (echo's raised
+// document limit admits a write it refused), an invalid one makes every
+// call fail closed (REGISTRY_VERSION_MISMATCH) with nothing reaching the
+// upstream, and fixing it restores service.
+func TestE2ERegistryWatch(t *testing.T) {
 	f := newGuardFleet(t, "")
 	cs := stdioSession(t, "--config", f.cfg)
 	ids := toolIDs(t, cs, "alpha")
-	if res, m := callTool(t, cs, "tool_execute", map[string]any{"tool_id": ids["alpha/add"], "args": map[string]any{"a": 1, "b": 2}}); res.IsError {
+	add := map[string]any{"tool_id": ids["alpha/add"], "args": map[string]any{"a": 1, "b": 2}}
+	if res, m := callTool(t, cs, "tool_execute", add); res.IsError {
 		t.Fatalf("before: %v", m)
 	}
-	// Tamper: a valid manifest that lifts echo's document limit.
+	big := func(key string) map[string]any {
+		return map[string]any{"tool_id": ids["alpha/echo"], "args": map[string]any{"text": strings.Repeat("x", 100)}, "idempotency_key": key}
+	}
+	if res, m := callTool(t, cs, "tool_execute", big("big-0")); !res.IsError || m["error"] == "REGISTRY_VERSION_MISMATCH" {
+		t.Fatalf("a 100-byte write under a 64-byte limit: %v", m)
+	}
 	path := filepath.Join(f.registry, "alpha.json")
 	data, _ := os.ReadFile(path)
-	tampered := strings.Replace(string(data), `"max_write_bytes": 64`, `"max_write_bytes": 65536`, 1)
-	if tampered == string(data) {
-		t.Fatal("tamper did not apply")
+	raised := strings.Replace(string(data), `"max_write_bytes": 64`, `"max_write_bytes": 65536`, 1)
+	if raised == string(data) {
+		t.Fatal("the change did not apply")
 	}
-	if err := os.WriteFile(path, []byte(tampered), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// A new upstream tool makes quiver rebuild its catalog (and reload the
-	// registry for the front door).
-	if res, m := callTool(t, cs, "tool_execute", map[string]any{"tool_id": ids["alpha/add_tool"], "args": map[string]any{"name": "fresh"}, "idempotency_key": "add-fresh"}); res.IsError {
-		t.Fatalf("add_tool: %v", m)
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for toolIDs(t, cs, "alpha")["alpha/fresh"] == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("the catalog was not rebuilt")
+	must(t, os.WriteFile(path, []byte(raised), 0o644))
+	// until polls for what the watch applies; every call it makes is one
+	// a client could have made.
+	until := func(what string, args func(int) map[string]any, ok func(*mcp.CallToolResult, map[string]any) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for i := 1; ; i++ {
+			res, m := callTool(t, cs, "tool_execute", args(i))
+			if ok(res, m) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: still %v", what, m)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
+	until("the raised limit", func(i int) map[string]any { return big(fmt.Sprintf("big-%d", i)) },
+		func(res *mcp.CallToolResult, _ map[string]any) bool { return !res.IsError })
+
+	// An invalid manifest: every call is refused, at once and until fixed.
+	must(t, os.WriteFile(path, []byte(`{"schema_id":"talos.mcp.tool_registry","schema_version":"v1","server_id":"alpha","tools":[{"tool_name":"add","tool_class":"delete"}]}`), 0o644))
+	until("the invalid registry", func(int) map[string]any { return add },
+		func(res *mcp.CallToolResult, m map[string]any) bool {
+			return res.IsError && m["error"] == "REGISTRY_VERSION_MISMATCH"
+		})
 	before := f.calls(t)
-	for _, args := range []map[string]any{
-		{"tool_id": ids["alpha/add"], "args": map[string]any{"a": 1, "b": 2}},
-		{"tool_id": ids["alpha/echo"], "args": map[string]any{"text": strings.Repeat("x", 100)}, "idempotency_key": "big"},
-	} {
-		res, m := callTool(t, cs, "tool_execute", args)
-		if !res.IsError || m["error"] != "REGISTRY_VERSION_MISMATCH" {
-			t.Fatalf("after tamper: %v", m)
+	for _, args := range []map[string]any{add, big("big-after"), {"tool_id": ids["alpha/echo"], "args": map[string]any{"text": "x"}, "idempotency_key": "small"}} {
+		if res, m := callTool(t, cs, "tool_execute", args); !res.IsError || m["error"] != "REGISTRY_VERSION_MISMATCH" {
+			t.Fatalf("under an invalid registry: %v", m)
 		}
 	}
 	if after := f.calls(t); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("calls reached the upstream: %v -> %v", before, after)
 	}
+	// Fixed: service resumes.
+	must(t, os.WriteFile(path, data, 0o644))
+	until("the fixed registry", func(int) map[string]any { return add },
+		func(res *mcp.CallToolResult, _ map[string]any) bool { return !res.IsError })
 }
 
 // TestE2EServeRejectsBadRegistry: an invalid manifest stops quiver at start

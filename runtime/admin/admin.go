@@ -426,11 +426,13 @@ func (h *handler) enable(r *http.Request, c caller) (string, int, any, error) {
 	var body struct {
 		Reason      string `json:"reason"`
 		DenyMinRisk string `json:"deny_min_risk"`
+		EgressBlock bool   `json:"egress_block"`
 	}
 	if err := decode(r, &body); err != nil {
 		return "", 0, nil, err
 	}
-	if err := h.o.Incident.Enable(r.Context(), c.operator, body.Reason, body.DenyMinRisk); err != nil {
+	m := policy.IncidentMode{By: c.operator, Reason: body.Reason, DenyMinRisk: body.DenyMinRisk, EgressBlock: body.EgressBlock}
+	if err := h.o.Incident.EnableMode(r.Context(), m); err != nil {
 		return "", 0, nil, classify(err)
 	}
 	st, err := h.o.Incident.State(r.Context())

@@ -30,6 +30,7 @@ type Proxy struct {
 	dialer   net.Dialer
 	logger   *slog.Logger
 	onDeny   func(host, port, reason string)
+	blocked  func(context.Context) bool
 }
 
 // ProxyOptions configure a Proxy; every field is optional.
@@ -40,12 +41,16 @@ type ProxyOptions struct {
 	Resolver *net.Resolver
 	// OnDeny, when set, is called for every refused destination.
 	OnDeny func(host, port, reason string)
+	// Blocked, when set, is asked first for every destination: while it
+	// reports true, every destination is refused (an incident's egress
+	// block).
+	Blocked func(context.Context) bool
 }
 
 // NewProxy returns a proxy admitting the allowlist entries (see
 // ParseRule).
 func NewProxy(allow []string, o ProxyOptions) (*Proxy, error) {
-	p := &Proxy{resolver: o.Resolver, logger: o.Logger, onDeny: o.OnDeny, dialer: net.Dialer{Timeout: 15 * time.Second}}
+	p := &Proxy{resolver: o.Resolver, logger: o.Logger, onDeny: o.OnDeny, blocked: o.Blocked, dialer: net.Dialer{Timeout: 15 * time.Second}}
 	for _, a := range allow {
 		r, err := ParseRule(a)
 		if err != nil {
@@ -108,6 +113,9 @@ func (p *Proxy) Check(ctx context.Context, hostport string) (string, error) {
 		return "", p.deny(hostport, "", "malformed destination")
 	}
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if p.blocked != nil && p.blocked(ctx) {
+		return "", p.deny(host, port, "egress blocked (incident mode)")
+	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return "", p.deny(host, port, "bad port")
 	}

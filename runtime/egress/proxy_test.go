@@ -162,3 +162,28 @@ func TestProxyCheck(t *testing.T) {
 		t.Error("a URL was accepted as an allowlist entry")
 	}
 }
+
+// An egress block (incident mode) refuses destinations the allowlist
+// admits, while it holds, and only then.
+func TestProxyBlocked(t *testing.T) {
+	var mu sync.Mutex
+	blocked := true
+	var denied []string
+	p, err := NewProxy([]string{"127.0.0.1"}, ProxyOptions{
+		Blocked: func(context.Context) bool { mu.Lock(); defer mu.Unlock(); return blocked },
+		OnDeny:  func(host, port, reason string) { denied = append(denied, reason) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := p.Check(ctx, "127.0.0.1:8080"); !errors.Is(err, ErrDenied) || len(denied) != 1 || !strings.Contains(denied[0], "incident") {
+		t.Fatalf("blocked: %v %v", err, denied)
+	}
+	mu.Lock()
+	blocked = false
+	mu.Unlock()
+	if addr, err := p.Check(ctx, "127.0.0.1:8080"); err != nil || addr != "127.0.0.1:8080" {
+		t.Fatalf("unblocked: %q %v", addr, err)
+	}
+}

@@ -1,6 +1,10 @@
 package guard
 
-import "github.com/quiver-mcp/quiver/runtime/codes"
+import (
+	"sync/atomic"
+
+	"github.com/quiver-mcp/quiver/runtime/codes"
+)
 
 // Environment selects how unclassified tools are treated.
 type Environment string
@@ -190,23 +194,44 @@ func checkKey(c *Call, class Class) Check {
 }
 
 // Connector is the enforcement layer next to the upstream: it holds the
-// registry pinned when the runtime started and re-derives everything from
-// it. It is immutable and safe for concurrent use.
+// pinned registry and re-derives everything from it. Repin swaps another
+// in atomically (a watched registry changed on disk) and Fail makes it
+// refuse every call (the registry on disk is unreadable). It is safe for
+// concurrent use.
 type Connector struct {
-	pinned *Registry
+	pinned atomic.Pointer[Registry]
 	env    Environment
 }
 
+// failedVersion is the version a failed connector is pinned to: no gate
+// has it, so every call fails registry parity.
+const failedVersion = "unavailable"
+
 // NewConnector returns a connector pinned to reg (nil: the empty registry).
 func NewConnector(reg *Registry, env Environment) *Connector {
-	if reg == nil {
-		reg = &Registry{}
-	}
-	return &Connector{pinned: reg, env: env}
+	c := &Connector{env: env}
+	c.Repin(reg)
+	return c
 }
 
 // Pinned returns the pinned registry.
-func (c *Connector) Pinned() *Registry { return c.pinned }
+func (c *Connector) Pinned() *Registry { return c.pinned.Load() }
+
+// Repin pins reg (nil: the empty registry) for every call admitted from
+// now on; a call the front door judged under the previous registry fails
+// registry parity.
+func (c *Connector) Repin(reg *Registry) {
+	if reg == nil {
+		reg = &Registry{}
+	}
+	c.pinned.Store(reg)
+}
+
+// Fail pins no registry: every call fails registry parity
+// (REGISTRY_VERSION_MISMATCH) until Repin.
+func (c *Connector) Fail() {
+	c.pinned.Store(&Registry{version: failedVersion})
+}
 
 // Admission is what the connector admitted: the front door's decision, the
 // class re-derived from the pinned registry, and the write-side documents.
@@ -226,18 +251,19 @@ func (c *Connector) Admit(call *Call, d Decision) (Admission, []Check) {
 	a := Admission{Decision: d}
 	parity := Check{Name: CheckRegistryParity}
 	docs := Check{Name: CheckDocuments}
-	if v := c.pinned.Version(); d.RegistryVersion != v {
+	pinned := c.pinned.Load()
+	if v := pinned.Version(); d.RegistryVersion != v {
 		gw := d.RegistryVersion
 		if gw == "" {
 			gw = "unavailable"
 		}
-		parity.Err = deny(codes.RegistryVersionMismatch, "the front door judged this call by registry %s but the connector is pinned to %s; restart quiver to pin the current registry", short(gw), short(v)).
+		parity.Err = deny(codes.RegistryVersionMismatch, "the front door judged this call by registry %s but the connector is pinned to %s; the registry changed or failed to load on disk", short(gw), short(v)).
 			with("gateway_version", gw).with("connector_version", v)
 		docs.Skipped = true
 		return a, []Check{parity, docs}
 	}
-	class := c.pinned.ClassOf(call.ServerID, call.ToolName)
-	pol, _ := c.pinned.Lookup(call.ServerID, call.ToolName)
+	class := pinned.ClassOf(call.ServerID, call.ToolName)
+	pol, _ := pinned.Lookup(call.ServerID, call.ToolName)
 	a.Class, a.Policy = class, pol
 	switch {
 	case class != d.Class:
@@ -278,9 +304,9 @@ func (c *Connector) Admit(call *Call, d Decision) (Admission, []Check) {
 // Verify re-checks, right before dispatch, that the admission was made
 // against the pinned registry.
 func (c *Connector) Verify(a *Admission) *Error {
-	if a.RegistryVersion != c.pinned.Version() {
+	if v := c.pinned.Load().Version(); a.RegistryVersion != v {
 		return deny(codes.RegistryVersionMismatch, "the call was admitted under another registry version").
-			with("gateway_version", a.RegistryVersion).with("connector_version", c.pinned.Version())
+			with("gateway_version", a.RegistryVersion).with("connector_version", v)
 	}
 	return nil
 }

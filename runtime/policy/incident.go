@@ -27,6 +27,12 @@ const (
 	ReasonTokenRevoked       = "TOKEN_REVOKED"
 	ReasonIncidentMode       = "INCIDENT_MODE"
 	ReasonKillSwitch         = "KILL_SWITCH"
+	// ReasonPrincipalQuarantined denies every request of a principal
+	// auto-quarantined for its denial rate, until released.
+	ReasonPrincipalQuarantined = "PRINCIPAL_QUARANTINED"
+	// ReasonEgressBlock denies, in incident mode with its egress block
+	// on, a call that reaches the network (Request.Egress).
+	ReasonEgressBlock = "INCIDENT_EGRESS_BLOCK"
 	// ReasonStateUnavailable denies a request because the shared state
 	// that decides it cannot be read: checks fail closed.
 	ReasonStateUnavailable = "STATE_UNAVAILABLE"
@@ -43,8 +49,12 @@ var (
 // above DenyMinRisk is denied (spec 001 conformance test 10) and receipts
 // carry incident_mode true.
 type IncidentMode struct {
-	Active      bool      `json:"active"`
-	DenyMinRisk string    `json:"deny_min_risk,omitempty"`
+	Active      bool   `json:"active"`
+	DenyMinRisk string `json:"deny_min_risk,omitempty"`
+	// EgressBlock also denies every call that reaches the network
+	// (Request.Egress), whatever its risk, and makes EgressBlocked true
+	// for the sandboxes' egress proxies.
+	EgressBlock bool      `json:"egress_block,omitempty"`
 	Reason      string    `json:"reason,omitempty"`
 	By          string    `json:"by,omitempty"`
 	Since       time.Time `json:"since,omitzero"`
@@ -91,6 +101,9 @@ type IncidentState struct {
 	Tokens map[string]Revocation `json:"revoked_tokens"`
 	// Sessions are quarantined by MCP session id.
 	Sessions map[string]Revocation `json:"quarantined_sessions"`
+	// Quarantined are principals quarantined by principal key, by an
+	// operator or for their denial rate (Denied).
+	Quarantined map[string]Revocation `json:"quarantined_principals"`
 }
 
 func (s IncidentState) clone() IncidentState {
@@ -98,6 +111,10 @@ func (s IncidentState) clone() IncidentState {
 	s.Principals = maps.Clone(s.Principals)
 	s.Tokens = maps.Clone(s.Tokens)
 	s.Sessions = maps.Clone(s.Sessions)
+	s.Quarantined = maps.Clone(s.Quarantined)
+	if s.Quarantined == nil {
+		s.Quarantined = map[string]Revocation{}
+	}
 	if s.Principals == nil {
 		s.Principals = map[string]Revocation{}
 	}
@@ -129,7 +146,25 @@ type IncidentOptions struct {
 	KV state.KV
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// QuarantineDenials, when above 0, quarantines a principal denied
+	// that many times within QuarantineWindow (see Denied).
+	QuarantineDenials int
+	QuarantineWindow  time.Duration
+	// OnRevoke, when set, is called after a principal or token is revoked
+	// or a principal quarantined (to drop what is cached for it).
+	OnRevoke func(ctx context.Context, kind RevocationKind, id string)
 }
+
+// RevocationKind names what OnRevoke is told was cut off.
+type RevocationKind int
+
+// Kinds of revocation.
+const (
+	// RevokedPrincipal: id is a subject or a principal key.
+	RevokedPrincipal RevocationKind = iota
+	// RevokedToken: id is a jti.
+	RevokedToken
+)
 
 // Incident is the incident-mode state: the kill switch, revocations and
 // quarantines, kept as one key of a state.KV. Every check reads the key
@@ -338,6 +373,12 @@ func (in *Incident) Evaluate(ctx context.Context, req Request) (Denial, error) {
 		if r, ok := st.Tokens[p.JTI]; ok && p.JTI != "" && r.activeAt(now) {
 			return Denial{Denied: true, Code: ReasonTokenRevoked}, nil
 		}
+		if r, ok := st.Quarantined[p.Key()]; ok && r.activeAt(now) {
+			return Denial{Denied: true, Code: ReasonPrincipalQuarantined}, nil
+		}
+	}
+	if st.Mode.Active && st.Mode.EgressBlock && req.Egress {
+		return Denial{Denied: true, Code: ReasonEgressBlock}, nil
 	}
 	if st.Mode.Active {
 		floor := st.Mode.DenyMinRisk
@@ -423,7 +464,7 @@ func (in *Incident) mutate(ctx context.Context, fn func(*IncidentState) error) e
 			return err
 		}
 		now := in.o.Now()
-		for _, m := range []map[string]Revocation{st.Principals, st.Tokens, st.Sessions} {
+		for _, m := range []map[string]Revocation{st.Principals, st.Tokens, st.Sessions, st.Quarantined} {
 			maps.DeleteFunc(m, func(_ string, r Revocation) bool { return !r.activeAt(now) })
 		}
 		st.Version = snap.state.Version + 1
@@ -450,6 +491,14 @@ func (in *Incident) mutate(ctx context.Context, fn func(*IncidentState) error) e
 // Enable switches incident mode on: tools at or above denyMinRisk
 // (default HIGH) are denied until Disable.
 func (in *Incident) Enable(ctx context.Context, by, reason, denyMinRisk string) error {
+	return in.EnableMode(ctx, IncidentMode{By: by, Reason: reason, DenyMinRisk: denyMinRisk})
+}
+
+// EnableMode switches incident mode on as m says (Active, Since are set
+// here): tools at or above m.DenyMinRisk (default HIGH) are denied, and
+// with m.EgressBlock every call that reaches the network, until Disable.
+func (in *Incident) EnableMode(ctx context.Context, m IncidentMode) error {
+	by, reason, denyMinRisk := m.By, m.Reason, m.DenyMinRisk
 	if denyMinRisk == "" {
 		denyMinRisk = "HIGH"
 	}
@@ -459,7 +508,7 @@ func (in *Incident) Enable(ctx context.Context, by, reason, denyMinRisk string) 
 		return fmt.Errorf("%w: deny_min_risk must be LOW, MEDIUM, HIGH or CRITICAL", ErrInvalidRequest)
 	}
 	return in.mutate(ctx, func(st *IncidentState) error {
-		st.Mode = IncidentMode{Active: true, DenyMinRisk: denyMinRisk, Reason: reason, By: by, Since: in.o.Now().UTC()}
+		st.Mode = IncidentMode{Active: true, DenyMinRisk: denyMinRisk, EgressBlock: m.EgressBlock, Reason: reason, By: by, Since: in.o.Now().UTC()}
 		return nil
 	})
 }
@@ -518,6 +567,7 @@ const (
 	revPrincipal revocations = iota
 	revToken
 	revSession
+	revQuarantined
 )
 
 func (r revocations) of(st *IncidentState) map[string]Revocation {
@@ -526,6 +576,8 @@ func (r revocations) of(st *IncidentState) map[string]Revocation {
 		return st.Principals
 	case revToken:
 		return st.Tokens
+	case revQuarantined:
+		return st.Quarantined
 	}
 	return st.Sessions
 }
@@ -538,10 +590,19 @@ func (in *Incident) revoke(ctx context.Context, which revocations, id, by, reaso
 	if !until.IsZero() && !until.After(now) {
 		return fmt.Errorf("%w: until is in the past", ErrInvalidRequest)
 	}
-	return in.mutate(ctx, func(st *IncidentState) error {
+	err := in.mutate(ctx, func(st *IncidentState) error {
 		which.of(st)[id] = Revocation{Reason: reason, By: by, At: now, Until: until.UTC()}
 		return nil
 	})
+	if err == nil && in.o.OnRevoke != nil {
+		switch which {
+		case revPrincipal, revQuarantined:
+			in.o.OnRevoke(ctx, RevokedPrincipal, id)
+		case revToken:
+			in.o.OnRevoke(ctx, RevokedToken, id)
+		}
+	}
+	return err
 }
 
 func (in *Incident) restore(ctx context.Context, which revocations, id string) error {
@@ -582,7 +643,66 @@ func (in *Incident) Quarantine(ctx context.Context, sessionID, by, reason string
 	return in.revoke(ctx, revSession, sessionID, by, reason, until)
 }
 
-// Release lifts a session's quarantine.
-func (in *Incident) Release(ctx context.Context, sessionID string) error {
-	return in.restore(ctx, revSession, sessionID)
+// Release lifts the quarantine of a session, or of a principal (by
+// principal key): whichever id names.
+func (in *Incident) Release(ctx context.Context, id string) error {
+	return in.mutate(ctx, func(st *IncidentState) error {
+		_, s := st.Sessions[id]
+		_, p := st.Quarantined[id]
+		if !s && !p {
+			return fmt.Errorf("%w: %q", ErrNotFound, id)
+		}
+		delete(st.Sessions, id)
+		delete(st.Quarantined, id)
+		return nil
+	})
+}
+
+// QuarantinePrincipal cuts off a principal by its key until the given
+// time (zero: until released).
+func (in *Incident) QuarantinePrincipal(ctx context.Context, key, by, reason string, until time.Time) error {
+	return in.revoke(ctx, revQuarantined, key, by, reason, until)
+}
+
+// quarantineKeyPrefix prefixes the KV windows that count a principal's
+// denials.
+const quarantineKeyPrefix = "quarantine/"
+
+// Denied counts one denial of the principal key against the
+// auto-quarantine threshold (QuarantineDenials within QuarantineWindow,
+// counted on the KV, so across every replica sharing it) and quarantines
+// the principal when it reaches it; it reports whether this denial did.
+// Denials the incident state itself made (a quarantine, a revocation, the
+// kill switch, incident mode) are for the caller to leave out.
+func (in *Incident) Denied(ctx context.Context, key string) (bool, error) {
+	n := in.o.QuarantineDenials
+	if n <= 0 || key == "" {
+		return false, nil
+	}
+	if n > 1 {
+		res, err := in.o.KV.Admit(ctx, state.AdmitRequest{Keys: []string{quarantineKeyPrefix + key}, Limits: []int{n - 1},
+			Window: in.o.QuarantineWindow, Now: in.o.Now(), Take: true})
+		if err != nil {
+			return false, fmt.Errorf("incident: %w", err)
+		}
+		if res.Denied < 0 {
+			return false, nil
+		}
+	}
+	reason := fmt.Sprintf("auto-quarantine: %d denials within %s", n, in.o.QuarantineWindow)
+	if err := in.QuarantinePrincipal(ctx, key, "quiver", reason, time.Time{}); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// EgressBlocked reports whether incident mode blocks egress: the
+// sandboxes' egress proxies then refuse every destination. When the state
+// cannot be read it reports true (fail closed).
+func (in *Incident) EgressBlocked(ctx context.Context) bool {
+	s, err := in.snapshot(ctx)
+	if err != nil {
+		return true
+	}
+	return s.state.Mode.Active && s.state.Mode.EgressBlock
 }

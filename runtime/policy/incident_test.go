@@ -288,3 +288,129 @@ func revoked(ctx context.Context, in *Incident, jti, who string) bool {
 	r, err := in.Revoked(ctx, jti, who)
 	return r && err == nil
 }
+
+// Incident mode's egress block denies calls that reach the network,
+// whatever their risk, and only while incident mode is on.
+func TestIncidentEgressBlock(t *testing.T) {
+	ctx := context.Background()
+	in, err := NewIncident(IncidentOptions{KV: state.NewMemory(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := Request{Principal: alice, Server: "web", ToolID: "web:fetch#1", Risk: "LOW", Action: ActionCall, Egress: true}
+	local := net
+	local.Egress = false
+	if d, _ := in.Check(ctx, net); d || in.EgressBlocked(ctx) {
+		t.Fatal("blocked with incident mode off")
+	}
+	if err := in.Enable(ctx, "ops", "exfil", "CRITICAL"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := in.Check(ctx, net); d || in.EgressBlocked(ctx) {
+		t.Fatal("blocked without egress_block")
+	}
+	if err := in.EnableMode(ctx, IncidentMode{By: "ops", DenyMinRisk: "CRITICAL", EgressBlock: true}); err != nil {
+		t.Fatal(err)
+	}
+	if d, code := in.Check(ctx, net); !d || code != ReasonEgressBlock || !in.EgressBlocked(ctx) {
+		t.Fatalf("egress call: %v %q", d, code)
+	}
+	if d, _ := in.Check(ctx, local); d {
+		t.Fatal("a call without egress is blocked")
+	}
+	if err := in.Disable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := in.Check(ctx, net); d || in.EgressBlocked(ctx) {
+		t.Fatal("blocked after disable")
+	}
+	// Fail closed: an unreadable state blocks egress.
+	kv := statetest.NewFailing(state.NewMemory(nil))
+	down, _ := NewIncident(IncidentOptions{KV: kv})
+	kv.SetDown(true)
+	if !down.EgressBlocked(ctx) {
+		t.Fatal("an unreadable state does not block egress")
+	}
+}
+
+// Auto-quarantine: two replicas on one KV count a principal's denials
+// together; at the threshold the principal is quarantined (every request
+// denied), OnRevoke hears of it, others are untouched, and Release lifts
+// it.
+func TestAutoQuarantine(t *testing.T) {
+	ctx := context.Background()
+	c := newTestClock()
+	kv := state.NewMemory(c.Now)
+	var revoked []string
+	var mu sync.Mutex
+	opts := IncidentOptions{KV: kv, Now: c.Now, QuarantineDenials: 5, QuarantineWindow: time.Minute,
+		OnRevoke: func(_ context.Context, kind RevocationKind, id string) {
+			mu.Lock()
+			defer mu.Unlock()
+			revoked = append(revoked, fmt.Sprint(kind, id))
+		}}
+	a, _ := NewIncident(opts)
+	b, _ := NewIncident(opts)
+	key := alice.Key()
+	req := Request{Principal: alice, Server: "s", ToolID: "s:t#1", Risk: "LOW", Action: ActionCall}
+	for i := 1; i <= 4; i++ {
+		in := a
+		if i%2 == 0 {
+			in = b
+		}
+		if q, err := in.Denied(ctx, key); err != nil || q {
+			t.Fatalf("denial %d: quarantined=%v err=%v", i, q, err)
+		}
+	}
+	if d, _ := b.Check(ctx, req); d {
+		t.Fatal("quarantined below the threshold")
+	}
+	// The window slides: old denials stop counting.
+	c.Advance(2 * time.Minute)
+	for i := 1; i <= 4; i++ {
+		if q, _ := a.Denied(ctx, key); q {
+			t.Fatalf("denial %d after the window: quarantined", i)
+		}
+	}
+	if q, err := b.Denied(ctx, key); err != nil || !q {
+		t.Fatalf("5th denial in the window: quarantined=%v err=%v", q, err)
+	}
+	if d, code := a.Check(ctx, req); !d || code != ReasonPrincipalQuarantined {
+		t.Fatalf("after quarantine: %v %q", d, code)
+	}
+	bob := req
+	bob.Principal = identity.Principal{Sub: "bob", Issuer: "ci"}
+	if d, _ := a.Check(ctx, bob); d {
+		t.Fatal("another principal is quarantined")
+	}
+	st, _ := a.State(ctx)
+	if r, ok := st.Quarantined[key]; !ok || r.By != "quiver" {
+		t.Fatalf("state %+v", st.Quarantined)
+	}
+	mu.Lock()
+	if len(revoked) != 1 || revoked[0] != fmt.Sprint(RevokedPrincipal, key) {
+		t.Fatalf("OnRevoke calls %v", revoked)
+	}
+	mu.Unlock()
+	if err := b.Release(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := a.Check(ctx, req); d {
+		t.Fatal("still quarantined after release")
+	}
+	if err := b.Release(ctx, key); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second release: %v", err)
+	}
+	// Off: no counting at all.
+	off, _ := NewIncident(IncidentOptions{KV: kv})
+	for range 100 {
+		if q, _ := off.Denied(ctx, key); q {
+			t.Fatal("quarantined with the thresholds off")
+		}
+	}
+	// A threshold of 1 quarantines at the first denial.
+	one, _ := NewIncident(IncidentOptions{KV: state.NewMemory(nil), QuarantineDenials: 1, QuarantineWindow: time.Minute})
+	if q, _ := one.Denied(ctx, key); !q {
+		t.Fatal("threshold 1")
+	}
+}

@@ -192,6 +192,11 @@ type Request struct {
 	// Now is the time access rules' expiry is judged at (zero: the
 	// clock).
 	Now time.Time
+	// Egress is true when the call reaches the network: its upstream's
+	// tools do (an egress allowlist or a sandbox network), or its
+	// arguments name a network destination (used by incident mode's
+	// egress block, not by policy rules).
+	Egress bool
 }
 
 // Decision is the answer to a Request.

@@ -224,12 +224,13 @@ var ErrUnavailable = errors.New("sandbox unavailable")
 // Launcher builds the commands of command upstreams. Its zero value is
 // not usable; use New.
 type Launcher struct {
-	bwrap  string
-	helper string
-	look   func(string) (string, error)
-	getenv func(string) string
-	logger *slog.Logger
-	denied func(upstream, host, port, reason string)
+	bwrap   string
+	helper  string
+	look    func(string) (string, error)
+	getenv  func(string) string
+	logger  *slog.Logger
+	denied  func(upstream, host, port, reason string)
+	blocked func(context.Context) bool
 
 	mu      sync.Mutex
 	checked map[string]error // bwrap path -> result of the user-namespace probe
@@ -251,11 +252,15 @@ type Options struct {
 	// OnEgressDenied, when set, is called for every destination the
 	// egress proxy of upstream refuses (from the proxy's goroutines).
 	OnEgressDenied func(upstream, host, port, reason string)
+	// EgressBlocked, when set, is asked before every destination the
+	// egress proxies check: while it reports true they refuse everything
+	// (incident mode's egress block).
+	EgressBlocked func(context.Context) bool
 }
 
 // New returns a Launcher.
 func New(o Options) *Launcher {
-	l := &Launcher{look: o.LookPath, getenv: o.Getenv, helper: o.Helper, logger: o.Logger, denied: o.OnEgressDenied, checked: map[string]error{}}
+	l := &Launcher{look: o.LookPath, getenv: o.Getenv, helper: o.Helper, logger: o.Logger, denied: o.OnEgressDenied, blocked: o.EgressBlocked, checked: map[string]error{}}
 	if l.look == nil {
 		l.look = exec.LookPath
 	}
@@ -674,7 +679,7 @@ func (l *Launcher) sandboxed(ctx context.Context, s Spec) (*Process, error) {
 		}
 		p.closers = append(p.closers, func() { _ = os.RemoveAll(sockDir) })
 		sock := filepath.Join(sockDir, "egress.sock")
-		po := egress.ProxyOptions{Logger: l.logger.With("upstream", s.Name)}
+		po := egress.ProxyOptions{Logger: l.logger.With("upstream", s.Name), Blocked: l.blocked}
 		if l.denied != nil {
 			name := s.Name
 			po.OnDeny = func(host, port, reason string) { l.denied(name, host, port, reason) }

@@ -195,15 +195,104 @@ func New(cfg Config) (*Exchanger, error) {
 	return x, nil
 }
 
-// cacheKey is the KV key of one exchange: a hash of everything the
-// exchanged token depends on.
-func (x *Exchanger) cacheKey(key, subject string) string {
+// Owner names whose exchanged tokens a cache entry holds, so that a
+// revocation can drop them (Forget*).
+type Owner struct {
+	// Key is the principal key (identity.Principal.Key): "jwt:<issuer
+	// name>:<sub>" or "local:<sub>", or another key of the caller's
+	// choosing.
+	Key string
+	// JTI is the jti of the subject token, when it has one.
+	JTI string
+}
+
+// Cache key layout: "tx/<sub>/<key>/<exchange>", and for a subject token
+// with a jti an index entry "txj/<jti>/<sub>/<key>/<exchange>", each part
+// a digest, so that every token of a subject, a principal or a jti is
+// found by one prefix Scan and the store names nobody in clear.
+const (
+	cachePrefix = "tx/"
+	jtiPrefix   = "txj/"
+)
+
+// seg is the 16-hex-digit digest of one part of a cache key.
+func seg(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
+}
+
+// subOf is the subject of a principal key ("" for another key): the
+// issuer names of "jwt:" keys hold no ':'.
+func subOf(key string) string {
+	if rest, ok := strings.CutPrefix(key, "local:"); ok {
+		return rest
+	}
+	if rest, ok := strings.CutPrefix(key, "jwt:"); ok {
+		if _, sub, ok := strings.Cut(rest, ":"); ok {
+			return sub
+		}
+	}
+	return ""
+}
+
+// cacheKey is the KV key of one exchange: the owner's digests and a hash
+// of everything the exchanged token depends on.
+func (x *Exchanger) cacheKey(o Owner, subject string) string {
 	h := sha256.New()
-	for _, s := range []string{x.cfg.TokenURL, x.cfg.ClientID, x.cfg.Audience, x.cfg.Scope, x.cfg.SubjectTokenType, key, subject} {
+	for _, s := range []string{x.cfg.TokenURL, x.cfg.ClientID, x.cfg.Audience, x.cfg.Scope, x.cfg.SubjectTokenType, o.Key, subject} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	return "tx/" + hex.EncodeToString(h.Sum(nil))
+	return cachePrefix + seg(subOf(o.Key)) + "/" + seg(o.Key) + "/" + hex.EncodeToString(h.Sum(nil))
+}
+
+// ForgetPrincipal drops every cached token of the principal subOrKey (a
+// subject, every issuer's; or a principal key) from this exchanger's
+// cache: when the cache is the shared KV, from every replica's at once.
+// It returns how many it dropped.
+func (x *Exchanger) ForgetPrincipal(ctx context.Context, subOrKey string) (int, error) {
+	n, err := x.forget(ctx, cachePrefix+seg(subOrKey)+"/", "")
+	if sub := subOf(subOrKey); sub != "" && err == nil {
+		var m int
+		m, err = x.forget(ctx, cachePrefix+seg(sub)+"/"+seg(subOrKey)+"/", "")
+		n += m
+	}
+	return n, err
+}
+
+// ForgetToken drops the cached tokens exchanged for the subject token
+// whose jti is jti.
+func (x *Exchanger) ForgetToken(ctx context.Context, jti string) (int, error) {
+	if jti == "" {
+		return 0, nil
+	}
+	return x.forget(ctx, jtiPrefix+seg(jti)+"/", cachePrefix)
+}
+
+// forget deletes the entries under prefix; with target, each entry is an
+// index whose key's rest (after prefix) names target+rest, deleted too.
+func (x *Exchanger) forget(ctx context.Context, prefix, target string) (int, error) {
+	n := 0
+	for {
+		entries, err := x.kv.Scan(ctx, prefix, state.MaxScan)
+		if err != nil {
+			return n, fmt.Errorf("tokenexchange: forget: %w", err)
+		}
+		for _, e := range entries {
+			if target != "" {
+				if err := x.kv.Delete(ctx, target+strings.TrimPrefix(e.Key, prefix)); err != nil {
+					return n, fmt.Errorf("tokenexchange: forget: %w", err)
+				}
+			}
+			if err := x.kv.Delete(ctx, e.Key); err != nil {
+				return n, fmt.Errorf("tokenexchange: forget: %w", err)
+			}
+			n++
+		}
+		if len(entries) < state.MaxScan {
+			return n, nil
+		}
+	}
 }
 
 // cached returns the cached token of ck, or "" when there is none (or the
@@ -232,10 +321,18 @@ func (x *Exchanger) cached(ctx context.Context, ck string) string {
 	return string(plain)
 }
 
-// store caches tok under ck for ttl; a failure is logged and dropped.
-func (x *Exchanger) store(ctx context.Context, ck, tok string, ttl time.Duration) {
+// store caches tok under ck for ttl, and the index entry idx (when not
+// "") first, so that no cached token is ever without its index; a failure
+// is logged and dropped.
+func (x *Exchanger) store(ctx context.Context, ck, idx, tok string, ttl time.Duration) {
 	if ttl <= 0 {
 		return
+	}
+	if idx != "" {
+		if err := x.kv.Set(ctx, idx, []byte{1}, ttl); err != nil {
+			x.log.Warn("token exchange cache unavailable; the token is not cached", "audience", x.cfg.Audience, "err", err)
+			return
+		}
 	}
 	v := []byte(tok)
 	if x.aead != nil {
@@ -291,10 +388,20 @@ func (x *Exchanger) Audience() string { return x.cfg.Audience }
 // Errors match ErrExchange, carry a one-line message and never include a
 // token.
 func (x *Exchanger) Exchange(ctx context.Context, key, subject string, notAfter time.Time) (string, error) {
+	return x.ExchangeFor(ctx, Owner{Key: key}, subject, notAfter)
+}
+
+// ExchangeFor is Exchange for the owner o, whose jti (when set) indexes
+// the cached token for ForgetToken.
+func (x *Exchanger) ExchangeFor(ctx context.Context, o Owner, subject string, notAfter time.Time) (string, error) {
 	if subject == "" {
 		return "", fmt.Errorf("%w: %w", ErrExchange, ErrNoSubject)
 	}
-	ck := x.cacheKey(key, subject)
+	ck := x.cacheKey(o, subject)
+	idx := ""
+	if o.JTI != "" {
+		idx = jtiPrefix + seg(o.JTI) + "/" + strings.TrimPrefix(ck, cachePrefix)
+	}
 	for {
 		if tok := x.cached(ctx, ck); tok != "" {
 			return tok, nil
@@ -305,7 +412,7 @@ func (x *Exchanger) Exchange(ctx context.Context, key, subject string, notAfter 
 			f = &flight{done: make(chan struct{})}
 			x.flights[ck] = f
 			x.mu.Unlock()
-			f.token, f.err = x.exchangeAndStore(ctx, ck, subject, notAfter)
+			f.token, f.err = x.exchangeAndStore(ctx, ck, idx, subject, notAfter)
 			x.mu.Lock()
 			delete(x.flights, ck)
 			x.mu.Unlock()
@@ -329,8 +436,9 @@ func (x *Exchanger) Exchange(ctx context.Context, key, subject string, notAfter 
 	}
 }
 
-// exchangeAndStore performs one exchange and caches its token.
-func (x *Exchanger) exchangeAndStore(ctx context.Context, ck, subject string, notAfter time.Time) (string, error) {
+// exchangeAndStore performs one exchange and caches its token under ck,
+// indexed by idx when not "".
+func (x *Exchanger) exchangeAndStore(ctx context.Context, ck, idx, subject string, notAfter time.Time) (string, error) {
 	start := x.cfg.Now()
 	tok, lifetime, err := x.exchange(ctx, subject)
 	if err != nil {
@@ -341,7 +449,7 @@ func (x *Exchanger) exchangeAndStore(ctx context.Context, ck, subject string, no
 	if !notAfter.IsZero() && notAfter.Before(until) {
 		until = notAfter
 	}
-	x.store(ctx, ck, tok, until.Sub(x.cfg.Now()))
+	x.store(ctx, ck, idx, tok, until.Sub(x.cfg.Now()))
 	return tok, nil
 }
 

@@ -308,3 +308,65 @@ func TestExchangeSharedCache(t *testing.T) {
 		t.Fatalf("another secret: %q %v", tok, err)
 	}
 }
+
+// TestForget: revoking a principal (by subject or by key) or a token (by
+// jti) drops its cached tokens from the shared KV, so every replica
+// exchanges again; other principals' tokens stay.
+func TestForget(t *testing.T) {
+	ctx := context.Background()
+	n := atomic.Int32{}
+	e := newEndpoint(t, func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"access_token":"tok-%d","token_type":"Bearer","expires_in":600}`, n.Add(1))
+	})
+	kv := state.NewMemory(nil)
+	a := newExchanger(t, e, func(c *Config) { c.KV = kv })
+	b := newExchanger(t, e, func(c *Config) { c.KV = kv }) // another replica
+	alice := Owner{Key: "jwt:ci:alice", JTI: "j-alice"}
+	alice2 := Owner{Key: "jwt:corp:alice"}
+	bob := Owner{Key: "jwt:ci:bob", JTI: "j-bob"}
+	get := func(x *Exchanger, o Owner, sub string) string {
+		t.Helper()
+		tok, err := x.ExchangeFor(ctx, o, sub, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	fill := func() (string, string, string) {
+		return get(a, alice, "s-alice"), get(a, alice2, "s-alice2"), get(a, bob, "s-bob")
+	}
+	ta, ta2, tb := fill()
+	entries, _ := kv.Scan(ctx, "", 100)
+	for _, en := range entries {
+		if strings.Contains(en.Key, "alice") || strings.Contains(en.Key, "j-") {
+			t.Fatalf("a cache key names its owner: %q", en.Key)
+		}
+	}
+	// By key: only that issuer's alice.
+	if d, err := b.ForgetPrincipal(ctx, alice.Key); err != nil || d != 1 {
+		t.Fatalf("forget key: %d %v", d, err)
+	}
+	if get(b, alice, "s-alice") == ta || get(b, alice2, "s-alice2") != ta2 || get(b, bob, "s-bob") != tb {
+		t.Fatal("forget by key dropped the wrong tokens")
+	}
+	// By subject: every issuer's alice.
+	ta, ta2, tb = fill()
+	if d, err := a.ForgetPrincipal(ctx, "alice"); err != nil || d != 2 {
+		t.Fatalf("forget subject: %d %v", d, err)
+	}
+	if get(b, alice, "s-alice") == ta || get(b, alice2, "s-alice2") == ta2 || get(b, bob, "s-bob") != tb {
+		t.Fatal("forget by subject dropped the wrong tokens")
+	}
+	// By jti.
+	ta, ta2, tb = fill()
+	if d, err := b.ForgetToken(ctx, "j-bob"); err != nil || d != 1 {
+		t.Fatalf("forget jti: %d %v", d, err)
+	}
+	if get(a, alice, "s-alice") != ta || get(a, alice2, "s-alice2") != ta2 || get(a, bob, "s-bob") == tb {
+		t.Fatal("forget by jti dropped the wrong tokens")
+	}
+	if d, err := b.ForgetToken(ctx, "unknown"); err != nil || d != 0 {
+		t.Fatalf("unknown jti: %d %v", d, err)
+	}
+}
