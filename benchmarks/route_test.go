@@ -241,3 +241,21 @@ func TestRouteSplitAndDiff(t *testing.T) {
 		t.Error("a line without recall@k: want an error")
 	}
 }
+
+// FuzzReadRouteResults: any input reads back or fails with an error.
+func FuzzReadRouteResults(f *testing.F) {
+	f.Add(`{"source":"a","role":"tune","qids":3,"recall@5":0.5,"mrr":0.25}` + "\n")
+	f.Add(`{"source":"a","recall@x":1}`)
+	f.Add("\n\n{}")
+	f.Fuzz(func(t *testing.T, s string) {
+		rs, err := ReadRouteResults(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		for _, r := range rs {
+			if r.Source == "" || len(r.Ks) == 0 {
+				t.Fatalf("accepted %+v", r)
+			}
+		}
+	})
+}

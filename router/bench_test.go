@@ -121,3 +121,29 @@ func BenchmarkSearchX10Segments(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSearchFallback times the never-empty fallback on the real
+// catalog: a misspelt query (relaxed words find it) and one nothing
+// resembles but its trigrams (the full scan).
+func BenchmarkSearchFallback(b *testing.B) {
+	items, _ := loadReal(b)
+	x, err := router.NewIndex(items, router.IndexOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	ctx := context.Background()
+	for _, q := range []string{"wheather forcastt", "qqxq zzvq"} {
+		if hits, _ := x.Search(ctx, q, 10); len(hits) == 0 || !hits[0].LowConfidence {
+			b.Fatalf("%q: not a fallback answer", q)
+		}
+		b.Run(q, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := x.Search(ctx, q, 10); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

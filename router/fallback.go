@@ -118,13 +118,14 @@ func (x *Index) relaxedQuery(words []string) query.Query {
 }
 
 // trigramHits scores every item by the share of the query's distinct
-// character trigrams (lower-cased bytes of its letter and digit runs) found
+// character trigrams (bytes of its letter and digit runs, ASCII folded to
+// lower case) found
 // in the item's text, and returns the k best the caller may see, ties in id
 // order; with no trigram found anywhere, the first k visible items in id
 // order, scored 0.
 func (x *Index) trigramHits(q string, k int, visible Visible) []Hit {
 	grams := map[[3]byte]int{}
-	eachTrigram(strings.ToLower(q), func(g [3]byte) {
+	eachTrigram(q, func(g [3]byte) {
 		if _, ok := grams[g]; !ok {
 			grams[g] = len(grams)
 		}
@@ -148,8 +149,8 @@ func (x *Index) trigramHits(q string, k int, visible Visible) []Hit {
 					found++
 				}
 			}
-			eachTrigram(strings.ToLower(it.UpstreamName), see)
-			eachTrigram(strings.ToLower(it.Server), see)
+			eachTrigram(it.UpstreamName, see)
+			eachTrigram(it.Server, see)
 			for _, t := range it.Card.Tags {
 				eachTrigram(t, see)
 			}
@@ -157,7 +158,7 @@ func (x *Index) trigramHits(q string, k int, visible Visible) []Hit {
 			if len(d) > trigramDescBytes {
 				d = d[:trigramDescBytes]
 			}
-			eachTrigram(strings.ToLower(d), see)
+			eachTrigram(d, see)
 		}
 		n++
 		s := 0.0
@@ -185,15 +186,21 @@ func (x *Index) trigramHits(q string, k int, visible Visible) []Hit {
 }
 
 // eachTrigram calls fn for every trigram of bytes within a run of letters
-// and digits of s (ASCII letters and digits, and any non-ASCII byte).
+// and digits of s (ASCII letters and digits, and any non-ASCII byte),
+// ASCII upper case folded to lower case as it goes (no copy of s).
 func eachTrigram(s string, fn func([3]byte)) {
+	var g [3]byte
 	run := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
 		if ('a' <= c && c <= 'z') || ('0' <= c && c <= '9') || c >= 0x80 {
+			g[0], g[1], g[2] = g[1], g[2], c
 			run++
 			if run >= 3 {
-				fn([3]byte{s[i-2], s[i-1], c})
+				fn(g)
 			}
 			continue
 		}

@@ -116,3 +116,41 @@ func TestFallbackHiddenCandidates(t *testing.T) {
 		t.Fatalf("hits %v (low %v)", names(hits), len(hits) > 0 && hits[0].LowConfidence)
 	}
 }
+
+// FuzzSearch: any query either fails as invalid arguments (blank) or gets
+// between 1 and k hits, none hidden, all fallback hits or none.
+func FuzzSearch(f *testing.F) {
+	for _, s := range []string{"remember facts about a person", "wether forcast", "add", "qqqq", "!!! ???", "\xff\xfe", "é" + strings.Repeat("a", 60), "the of and"} {
+		f.Add(s, 3)
+	}
+	idx, err := router.NewIndex(ingest(f, memoryFleet), router.IndexOptions{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { idx.Close() })
+	noMemory := func(it *catalog.Item) bool { return it.Server != "memory" }
+	f.Fuzz(func(t *testing.T, q string, k int) {
+		k = 1 + (k&0x7fffffff)%router.MaxTopK
+		hits, err := idx.SearchVisible(context.Background(), q, k, noMemory)
+		if strings.TrimSpace(q) == "" {
+			if err == nil {
+				t.Fatalf("%q: want an error", q)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", q, err)
+		}
+		if len(hits) == 0 || len(hits) > k {
+			t.Fatalf("%q k=%d: %d hits", q, k, len(hits))
+		}
+		for _, h := range hits {
+			if h.Item.Server == "memory" {
+				t.Fatalf("%q: hidden %s", q, h.Item.ID)
+			}
+			if h.LowConfidence != hits[0].LowConfidence {
+				t.Fatalf("%q: mixed lexical and fallback hits", q)
+			}
+		}
+	})
+}

@@ -43,7 +43,10 @@ type IndexOptions struct {
 // config) with a vocabulary drawn from the catalog itself. A query is
 // split the same way and matched word by word against every field with
 // per-field boosts; the best candidates are then lifted by the scores of
-// their server's best tools.
+// their server's best tools. A query that matches nothing the caller may
+// see is answered by the fallback of fallback.go, its hits marked
+// LowConfidence. The query-expansion candidates of expand.go are measured
+// (benchmarks/routing-protocol.md) and off by default.
 type Index struct {
 	cfg   config
 	items map[string]*catalog.Item
