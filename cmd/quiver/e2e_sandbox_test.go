@@ -409,10 +409,13 @@ func TestE2ESandboxNPMFilesystem(t *testing.T) {
 	outside := filepath.Join(dir, "outside.txt")
 	must(t, os.WriteFile(outside, []byte("outside-content"), 0o644))
 	cfg := filepath.Join(dir, "quiver.yaml")
+	// npx fetches the package at the first start: the first catalog
+	// waits for it (listen.ready_timeout) instead of going out without it.
 	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`mode: direct
 environment: dev
 state_dir: %s
 firewall: {enabled: false}
+listen: {ready_timeout: 180s}
 upstreams:
   - name: files
     command: [npx, -y, "@modelcontextprotocol/server-filesystem@2026.8.31", .]
