@@ -204,8 +204,8 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	// Permissions (spec 002 §1.6): a cli manifest's permissions, with
 	// allow_destructive and its elevation rule.
 	man := manifestOf(st, it)
-	if man != nil {
-		if e := v.record("permissions", false, r.checkPermissions(ctx, ss, man, args)); e != nil {
+	if man != nil || requiredPermissions(st, it, args) != nil {
+		if e := v.record("permissions", false, r.checkPermissions(ctx, ss, st, it, args)); e != nil {
 			return deny(e)
 		}
 	}

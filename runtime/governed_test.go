@@ -354,3 +354,35 @@ func TestCLIPermissionsFromClaims(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryDestructive: a registry file may classify a tool
+// destructive: write for spec 000's guards, and allow_destructive for the
+// caller.
+func TestRegistryDestructive(t *testing.T) {
+	const manifest = `{"schema_id":"talos.mcp.tool_registry","schema_version":"v1","server_id":"crm",
+		"tools":[{"tool_name":"get_customer","tool_class":"destructive","is_document_op":false},{"tool_name":"count","tool_class":"read","is_document_op":false}]}`
+	for _, perms := range [][]string{nil, {"allow_destructive"}} {
+		dir := t.TempDir()
+		up := crmUpstream()
+		up.cfg.OutputPolicies = nil
+		rt, cs := startRuntime(t, setup(t, config.ModeGateway, []testUpstream{up}, func(r *rig) {
+			r.cfg.StateDir = dir
+			r.cfg.Environment = "prod"
+			r.deps.Registry = registryOf(t, manifest)
+			r.cfg.Auth.Local.Sub = "tester"
+			r.cfg.Principals = map[string]config.Principal{"tester": {Permissions: perms}}
+		}))
+		id := toolID(t, rt, "crm", "get_customer")
+		args := map[string]any{"tool_id": id, "args": map[string]any{}, "idempotency_key": "k1"}
+		if perms == nil {
+			wantError(t, cs, ToolExecute, args, codes.PermissionMissing)
+		} else if res, env := call(t, cs, ToolExecute, args); res.IsError {
+			t.Fatalf("with allow_destructive: %v", env)
+		}
+		wantError(t, cs, ToolExecute, map[string]any{"tool_id": id, "args": map[string]any{}}, map[bool]string{true: codes.PermissionMissing, false: codes.IdempotencyKeyRequired}[perms == nil])
+		rs := toolReceipts(t, rt, dir, id)
+		if len(rs) != 2 || rs[0].Tool == nil || rs[0].Tool.Class != "destructive" {
+			t.Fatalf("receipts %+v", rs)
+		}
+	}
+}
