@@ -232,7 +232,7 @@ func (r *Runtime) checkPermissions(ctx context.Context, ss *mcp.ServerSession, s
 	have := r.permissionsOf(ctx, ss)
 	var missing []string
 	for _, p := range need {
-		if !have[p] && !have["*"] {
+		if !have[p] {
 			missing = append(missing, p)
 		}
 	}
