@@ -43,10 +43,16 @@ type classification struct {
 	// ToolClass is the registry's class: read, write or unclassified.
 	ToolClass string `json:"tool_class"`
 	// DocumentOp is true for a registry document operation.
-	DocumentOp      bool   `json:"document_op,omitempty"`
-	RegistryVersion string `json:"registry_version,omitempty"`
-	TrustLevel      string `json:"trust_level"`
-	Risk            string `json:"risk"`
+	DocumentOp bool `json:"document_op,omitempty"`
+	// Destructive is true for a tool classified destructive (tool_class
+	// is then write): calling it needs allow_destructive.
+	Destructive bool `json:"destructive,omitempty"`
+	// Permissions are those a cli tool's manifest asks of every caller
+	// (its elevation rule may ask more).
+	Permissions     []string `json:"permissions,omitempty"`
+	RegistryVersion string   `json:"registry_version,omitempty"`
+	TrustLevel      string   `json:"trust_level"`
+	Risk            string   `json:"risk"`
 }
 
 // upstreamInfo is what the runtime knows about an upstream beyond its conn.

@@ -27,14 +27,15 @@ func toolID(t *testing.T, rt *Runtime, server, name string) string {
 	return ""
 }
 
-// toolReceipts flushes rt's receipts and returns those of tool id.
+// toolReceipts flushes rt's receipts and returns those of tool_execute
+// calls of tool id.
 func toolReceipts(t *testing.T, rt *Runtime, dir, id string) []receipts.Receipt {
 	t.Helper()
 	if err := rt.rec.out.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	var out []receipts.Receipt
-	err := receipts.Reader{Dir: filepath.Join(dir, receipts.DirName)}.Query(context.Background(), receipts.Filter{ToolID: id}, func(r receipts.Receipt) error {
+	err := receipts.Reader{Dir: filepath.Join(dir, receipts.DirName)}.Query(context.Background(), receipts.Filter{ToolID: id, Method: "tools/call:" + ToolExecute}, func(r receipts.Receipt) error {
 		out = append(out, r)
 		return nil
 	})
@@ -228,6 +229,10 @@ func TestCLIUpstream(t *testing.T) {
 	// The destructive tool: a write for spec 000's guards (an idempotency
 	// key), and allow_destructive for the permission engine.
 	rm := toolID(t, rt, "tools", "remove_file")
+	_, h := call(t, cs, ToolHydrate, map[string]any{"tool_id": rm})
+	if cls, _ := h["classification"].(map[string]any); cls["tool_class"] != "write" || cls["destructive"] != true || mustJSON(cls["permissions"]) != `["demo:write"]` {
+		t.Errorf("hydrated classification %v", cls)
+	}
 	m = wantError(t, cs, ToolExecute, map[string]any{"tool_id": rm, "args": map[string]any{"file": "a.txt"}, "idempotency_key": "k1"}, codes.PermissionMissing)
 	if mustJSON(m["details"].(map[string]any)["missing"]) != `["allow_destructive"]` {
 		t.Errorf("missing %v", m["details"])

@@ -228,8 +228,11 @@ func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (
 		if reg := st.gate.Registry(); reg != nil {
 			cls.RegistryVersion = reg.Version()
 			if p, ok := reg.Lookup(it.Server, it.UpstreamName); ok {
-				cls.ToolClass, cls.DocumentOp = string(p.Class), p.IsDocumentOp
+				cls.ToolClass, cls.DocumentOp, cls.Destructive = string(p.Class), p.IsDocumentOp, p.Destructive
 			}
+		}
+		if m := manifestOf(st, it); m != nil {
+			cls.Permissions = m.Permissions
 		}
 		out := hydrated{Hydration: h, Classification: cls}
 		data, _ := json.Marshal(out)
