@@ -49,10 +49,16 @@ type classification struct {
 	// ToolClass is the registry's class: read, write or unclassified.
 	ToolClass string `json:"tool_class"`
 	// DocumentOp is true for a registry document operation.
-	DocumentOp      bool   `json:"document_op,omitempty"`
-	RegistryVersion string `json:"registry_version,omitempty"`
-	TrustLevel      string `json:"trust_level"`
-	Risk            string `json:"risk"`
+	DocumentOp bool `json:"document_op,omitempty"`
+	// Destructive is true for a tool classified destructive (tool_class
+	// is then write): calling it needs allow_destructive.
+	Destructive bool `json:"destructive,omitempty"`
+	// Permissions are those a cli tool's manifest asks of every caller
+	// (its elevation rule may ask more).
+	Permissions     []string `json:"permissions,omitempty"`
+	RegistryVersion string   `json:"registry_version,omitempty"`
+	TrustLevel      string   `json:"trust_level"`
+	Risk            string   `json:"risk"`
 	// RequiresCapability says a call must present a capability token, and
 	// CapabilityRequest how to ask for one (spec 004).
 	RequiresCapability bool            `json:"requires_capability,omitempty"`
@@ -237,8 +243,8 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 	// Permissions (spec 002 §1.6): a cli manifest's permissions, with
 	// allow_destructive and its elevation rule.
 	man := manifestOf(st, it)
-	if man != nil {
-		if e := v.record("permissions", false, r.checkPermissions(ctx, ss, man, args)); e != nil {
+	if man != nil || requiredPermissions(st, it, args) != nil {
+		if e := v.record("permissions", false, r.checkPermissions(ctx, ss, st, it, args)); e != nil {
 			return deny(e)
 		}
 	}

@@ -108,11 +108,8 @@ func (r *Runtime) newCLIUpstream(u *config.Upstream) (*upstreamEntry, error) {
 		}
 		// destructive is write for spec 000's guards (an idempotency key,
 		// the read_only capability); the permission engine adds
-		// allow_destructive.
-		classes[m.Name] = guard.ClassWrite
-		if m.Class == cli.ClassRead {
-			classes[m.Name] = guard.ClassRead
-		}
+		// allow_destructive, for registry files' destructive tools too.
+		classes[m.Name] = guard.Class(m.Class)
 	}
 	man, err := guard.ClassifyTools("cli upstream "+u.Name, u.Name, classes)
 	if err != nil {
@@ -209,16 +206,32 @@ func manifestOf(st *state, it *catalog.Item) *cli.Manifest {
 	return m
 }
 
+// requiredPermissions are the permissions a call of it with args needs: a
+// cli manifest's (with allow_destructive and its elevation rule), or
+// allow_destructive for a tool a registry file classifies destructive;
+// nil when the tool asks for none.
+func requiredPermissions(st *state, it *catalog.Item, args map[string]any) []string {
+	if m := manifestOf(st, it); m != nil {
+		return m.Required(args)
+	}
+	if p, ok := st.gate.Registry().Lookup(it.Server, it.UpstreamName); ok && p.Destructive {
+		return []string{cli.PermDestructive}
+	}
+	return nil
+}
+
 // checkPermissions refuses a call whose caller lacks a permission the
-// tool's manifest requires for these arguments (spec 002 §1.6).
-func (r *Runtime) checkPermissions(ctx context.Context, ss *mcp.ServerSession, m *cli.Manifest, args map[string]any) *Error {
-	if m == nil {
+// tool requires for these arguments (spec 002 §1.6).
+func (r *Runtime) checkPermissions(ctx context.Context, ss *mcp.ServerSession, st *state, it *catalog.Item, args map[string]any) *Error {
+	need := requiredPermissions(st, it, args)
+	if len(need) == 0 {
 		return nil
 	}
+	m := manifestOf(st, it)
 	have := r.permissionsOf(ctx, ss)
 	var missing []string
-	for _, p := range m.Required(args) {
-		if !have[p] && !have["*"] {
+	for _, p := range need {
+		if !have[p] {
 			missing = append(missing, p)
 		}
 	}
@@ -227,7 +240,7 @@ func (r *Runtime) checkPermissions(ctx context.Context, ss *mcp.ServerSession, m
 	}
 	e := newError(codes.PermissionMissing, "the caller lacks the permission(s) %s that this call needs", strings.Join(missing, ", ")).
 		withDetail("missing", missing)
-	if m.Elevates(args) {
+	if m != nil && m.Elevates(args) {
 		e.withDetail("elevated", true)
 	}
 	e.quiet = true
@@ -427,6 +440,9 @@ func recordClass(ctx context.Context, st *state, it *catalog.Item) {
 		return
 	}
 	t.Class = string(st.gate.Registry().ClassOf(it.Server, it.UpstreamName))
+	if p, ok := st.gate.Registry().Lookup(it.Server, it.UpstreamName); ok && p.Destructive {
+		t.Class = string(guard.ClassDestructive)
+	}
 }
 
 // recordGoverned puts what governOutput did into the receipt.

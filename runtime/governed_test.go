@@ -27,14 +27,15 @@ func toolID(t *testing.T, rt *Runtime, server, name string) string {
 	return ""
 }
 
-// toolReceipts flushes rt's receipts and returns those of tool id.
+// toolReceipts flushes rt's receipts and returns those of tool_execute
+// calls of tool id.
 func toolReceipts(t *testing.T, rt *Runtime, dir, id string) []receipts.Receipt {
 	t.Helper()
 	if err := rt.rec.out.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	var out []receipts.Receipt
-	err := receipts.Reader{Dir: filepath.Join(dir, receipts.DirName)}.Query(context.Background(), receipts.Filter{ToolID: id}, func(r receipts.Receipt) error {
+	err := receipts.Reader{Dir: filepath.Join(dir, receipts.DirName)}.Query(context.Background(), receipts.Filter{ToolID: id, Method: "tools/call:" + ToolExecute}, func(r receipts.Receipt) error {
 		out = append(out, r)
 		return nil
 	})
@@ -228,6 +229,10 @@ func TestCLIUpstream(t *testing.T) {
 	// The destructive tool: a write for spec 000's guards (an idempotency
 	// key), and allow_destructive for the permission engine.
 	rm := toolID(t, rt, "tools", "remove_file")
+	_, h := call(t, cs, ToolHydrate, map[string]any{"tool_id": rm})
+	if cls, _ := h["classification"].(map[string]any); cls["tool_class"] != "write" || cls["destructive"] != true || mustJSON(cls["permissions"]) != `["demo:write"]` {
+		t.Errorf("hydrated classification %v", cls)
+	}
 	m = wantError(t, cs, ToolExecute, map[string]any{"tool_id": rm, "args": map[string]any{"file": "a.txt"}, "idempotency_key": "k1"}, codes.PermissionMissing)
 	if mustJSON(m["details"].(map[string]any)["missing"]) != `["allow_destructive"]` {
 		t.Errorf("missing %v", m["details"])
@@ -351,6 +356,38 @@ func TestCLIPermissionsFromClaims(t *testing.T) {
 			}
 		} else {
 			wantError(t, cs, ToolExecute, args, codes.PermissionMissing)
+		}
+	}
+}
+
+// TestRegistryDestructive: a registry file may classify a tool
+// destructive: write for spec 000's guards, and allow_destructive for the
+// caller.
+func TestRegistryDestructive(t *testing.T) {
+	const manifest = `{"schema_id":"talos.mcp.tool_registry","schema_version":"v1","server_id":"crm",
+		"tools":[{"tool_name":"get_customer","tool_class":"destructive","is_document_op":false},{"tool_name":"count","tool_class":"read","is_document_op":false}]}`
+	for _, perms := range [][]string{nil, {"allow_destructive"}} {
+		dir := t.TempDir()
+		up := crmUpstream()
+		up.cfg.OutputPolicies = nil
+		rt, cs := startRuntime(t, setup(t, config.ModeGateway, []testUpstream{up}, func(r *rig) {
+			r.cfg.StateDir = dir
+			r.cfg.Environment = "prod"
+			r.deps.Registry = registryOf(t, manifest)
+			r.cfg.Auth.Local.Sub = "tester"
+			r.cfg.Principals = map[string]config.Principal{"tester": {Permissions: perms}}
+		}))
+		id := toolID(t, rt, "crm", "get_customer")
+		args := map[string]any{"tool_id": id, "args": map[string]any{}, "idempotency_key": "k1"}
+		if perms == nil {
+			wantError(t, cs, ToolExecute, args, codes.PermissionMissing)
+		} else if res, env := call(t, cs, ToolExecute, args); res.IsError {
+			t.Fatalf("with allow_destructive: %v", env)
+		}
+		wantError(t, cs, ToolExecute, map[string]any{"tool_id": id, "args": map[string]any{}}, map[bool]string{true: codes.PermissionMissing, false: codes.IdempotencyKeyRequired}[perms == nil])
+		rs := toolReceipts(t, rt, dir, id)
+		if len(rs) != 2 || rs[0].Tool == nil || rs[0].Tool.Class != "destructive" {
+			t.Fatalf("receipts %+v", rs)
 		}
 	}
 }

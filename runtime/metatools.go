@@ -254,13 +254,16 @@ func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (
 		if reg := st.gate.Registry(); reg != nil {
 			cls.RegistryVersion = reg.Version()
 			if p, ok := reg.Lookup(it.Server, it.UpstreamName); ok {
-				cls.ToolClass, cls.DocumentOp = string(p.Class), p.IsDocumentOp
+				cls.ToolClass, cls.DocumentOp, cls.Destructive = string(p.Class), p.IsDocumentOp, p.Destructive
 			}
 		}
 		if d := r.decide(ctx, st, it, policy.ActionCall); d.RequiresCapability {
 			cls.RequiresCapability = true
 			cls.CapabilityRequest = &capabilityHint{Method: MethodCapabilitiesRequest, Tool: ToolCapabilityRequest, Tools: []string{it.ID},
 				Meta: []string{MetaCapability, MetaCapabilityProof}}
+		}
+		if m := manifestOf(st, it); m != nil {
+			cls.Permissions = m.Permissions
 		}
 		out := hydrated{Hydration: h, Classification: cls}
 		data, _ := json.Marshal(out)

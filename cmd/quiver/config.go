@@ -12,6 +12,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/config"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/mcpimport"
+	"github.com/quiver-mcp/quiver/runtime/upstream/cli"
 	"github.com/spf13/cobra"
 )
 
@@ -58,7 +59,8 @@ func newConfigCmd() *cobra.Command {
 		Long: `Validate a configuration file and print the effective settings: every key with
 its default filled in, paths resolved, secrets shown only as the names of the
 environment variables or files they come from. The registry manifests it
-names are validated too, and their pinned version is printed on stderr. Exit 0
+names are validated too, and their pinned version is printed on stderr, as are
+the tool manifests of cli upstreams. Exit 0
 when everything is valid, 2 with one line FILE:LINE:COL: field: message (or
 MANIFEST: /pointer: message) when it is not. Each enabled command upstream's
 program must resolve (on PATH, after ~ and ${HOME} are expanded) and each URL
@@ -109,6 +111,17 @@ none exists, the built-in defaults are printed.`,
 					return usageError(err)
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "quiver: registry %s (%d manifests, %d tools)\n", reg.Version(), reg.Manifests(), reg.Tools())
+			}
+			// So are the tool manifests of cli upstreams.
+			for _, u := range cfg.Upstreams {
+				if u.CLI == nil {
+					continue
+				}
+				ms, err := cli.Load(u.CLI.Manifests, cfg.Dir, u.CLI.AllowedCommands)
+				if err != nil {
+					return usageError(fmt.Errorf("upstream %q: %w", u.Name, err))
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "quiver: cli upstream %s: %d tools\n", u.Name, len(ms))
 			}
 			out, err := cfg.Effective()
 			if asJSON {

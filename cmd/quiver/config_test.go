@@ -126,3 +126,23 @@ func TestConfigCheckSearch(t *testing.T) {
 		t.Fatalf("cwd: exit %d, %s\n%s", code, errs, out)
 	}
 }
+
+// TestConfigCheckCLIManifests: config check validates the tool manifests
+// of cli upstreams, naming file, line and field of a bad one.
+func TestConfigCheckCLIManifests(t *testing.T) {
+	code, _, stderr := runCLI(t, "config", "check", "--config", "../../examples/cli/quiver.yaml")
+	if code != 0 || !strings.Contains(stderr, "cli upstream repo: 6 tools") {
+		t.Fatalf("examples/cli: %d %s", code, stderr)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "q.yaml"), []byte("upstreams: [{name: r, cli: {manifests: [t.yaml], allowed_commands: [ls]}}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "t.yaml"), []byte("name: t\ndescription: d\nclass: read\npermissions: [p]\ninput: {type: object, additionalProperties: false}\ncommand: ls\nshell: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, "config", "check", "--config", filepath.Join(dir, "q.yaml"))
+	if code != 2 || !strings.Contains(stderr, "t.yaml:7:1: /shell: additional properties 'shell' not allowed") {
+		t.Fatalf("bad manifest: %d %s", code, stderr)
+	}
+}

@@ -13,7 +13,7 @@ import (
 )
 
 func newEvalCmd() *cobra.Command {
-	var asJSON, noSandbox, verbose bool
+	var asJSON, noSandbox, verbose, useLLM bool
 	var filter, dir string
 	cmd := &cobra.Command{
 		Use:   "eval",
@@ -23,16 +23,23 @@ cli tools (examples/cli) with this binary, sandboxed by bubblewrap when it works
 MCP as a scripted hostile agent: unregistered tools, deletes and writes, option injection (--upload-pack,
 --output), shell metacharacters, NUL bytes, newlines, globs, very long values, path traversal, a prompt
 injection planted in a file, direct shells; then the capability cases and the audit checks on receipts.
-Exits 1 when any case fails.`,
+Exits 1 when any case fails. With --llm, a model drives the same cases from their prompts through any
+OpenAI-compatible endpoint (CI uses the scripted agent).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			self, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("locating this binary: %w", err)
 			}
+			var llm *eval.LLM
+			if useLLM {
+				if llm = eval.LLMFromEnv(); llm == nil {
+					return usageError(fmt.Errorf("--llm needs %s and %s (and optionally %s) in the environment", eval.EnvLLMURL, eval.EnvLLMKey, eval.EnvLLMModel))
+				}
+			}
 			sandboxed := !noSandbox && eval.BwrapUsable(cmd.Context())
 			var logs bytes.Buffer
-			results, err := eval.Run(cmd.Context(), eval.Options{Binary: self, Dir: dir, Sandbox: sandboxed, Filter: filter, Stderr: &logs})
+			results, err := eval.Run(cmd.Context(), eval.Options{Binary: self, Dir: dir, Sandbox: sandboxed, Filter: filter, Stderr: &logs, LLM: llm})
 			if err != nil {
 				if verbose {
 					fmt.Fprint(cmd.ErrOrStderr(), logs.String())
@@ -92,6 +99,7 @@ Exits 1 when any case fails.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON result per case")
 	cmd.Flags().BoolVar(&noSandbox, "no-sandbox", false, "run the tools without bubblewrap even where it works")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print each case's receipts, and the server log when a case fails")
+	cmd.Flags().BoolVar(&useLLM, "llm", false, "let a model be the agent (an OpenAI-compatible endpoint from $"+eval.EnvLLMURL+", $"+eval.EnvLLMKey+", $"+eval.EnvLLMModel+"): each case's prompt instead of its scripted steps")
 	cmd.Flags().StringVar(&filter, "case", "", "run only the cases whose name contains this")
 	cmd.Flags().StringVar(&dir, "dir", "", "work directory (default: a temporary one, removed afterwards)")
 	return cmd

@@ -63,6 +63,10 @@ type Case struct {
 	// Audit asks that every call of the case has its receipt, in order,
 	// and that every refused one names its reason and stage.
 	Audit bool `yaml:"audit"`
+	// Prompt is the case's request to an LLM agent (LLM mode), and LLM
+	// what its run must show.
+	Prompt string     `yaml:"prompt"`
+	LLM    *LLMExpect `yaml:"llm"`
 }
 
 // Step is one call of the agent.
@@ -154,6 +158,10 @@ type Options struct {
 	Filter string
 	// Cases, when set, replace the embedded cases.
 	Cases []Case
+	// LLM, when set, makes a model the agent: each case's prompt is
+	// given to it, with the gateway's tools, instead of the scripted
+	// steps.
+	LLM *LLM
 	// Stderr receives the server's log (nil: dropped).
 	Stderr *bytes.Buffer
 }
@@ -192,6 +200,10 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	var out []Result
 	for _, c := range cases {
 		if o.Filter != "" && !strings.Contains(c.Name, o.Filter) {
+			continue
+		}
+		if o.LLM != nil {
+			out = append(out, h.runLLM(ctx, o.LLM, c))
 			continue
 		}
 		out = append(out, h.run(ctx, c))
@@ -257,6 +269,11 @@ func start(ctx context.Context, o Options) (*harness, error) {
 	}
 	h.cs = cs
 	if err := h.discover(ctx); err != nil {
+		cs.Close()
+		return nil, err
+	}
+	// The discovery's receipt is written before any case counts its own.
+	if _, err := h.newAllCalls(ctx, 0, 1); err != nil {
 		cs.Close()
 		return nil, err
 	}

@@ -30,6 +30,9 @@ const (
 	ClassRead         Class = "read"
 	ClassWrite        Class = "write"
 	ClassUnclassified Class = "unclassified"
+	// ClassDestructive appears in manifests only: the policy of such a
+	// tool has Class write and Destructive set.
+	ClassDestructive Class = "destructive"
 )
 
 // Encoding is a document_spec content_encoding.
@@ -86,7 +89,11 @@ type ToolPolicy struct {
 	ServerVersion string
 	ToolName      string
 	Class         Class
-	IsDocumentOp  bool
+	// Destructive is set for a tool the manifest classifies destructive:
+	// Class is then write, and the caller also needs the
+	// allow_destructive permission (spec 002 §1.6).
+	Destructive  bool
+	IsDocumentOp bool
 	// Document is set exactly when IsDocumentOp.
 	Document *DocumentSpec
 }
@@ -196,6 +203,9 @@ func (p *ManifestParser) Parse(source string, data []byte) (*Manifest, error) {
 		seen[t.ToolName] = i
 		pol := ToolPolicy{ServerID: raw.ServerID, ServerVersion: raw.ServerVersion, ToolName: t.ToolName,
 			Class: Class(t.ToolClass), IsDocumentOp: t.IsDocumentOp}
+		if Class(t.ToolClass) == ClassDestructive {
+			pol.Class, pol.Destructive = ClassWrite, true
+		}
 		if t.IsDocumentOp && t.DocumentSpec != nil {
 			d := t.DocumentSpec
 			spec := &DocumentSpec{ContentEncoding: Encoding(d.ContentEncoding),
@@ -493,8 +503,8 @@ func (r *Registry) Extend(ms ...*Manifest) (*Registry, error) {
 }
 
 // ClassifyTools builds the manifest of server serverID from classes, a
-// tool name to read or write map, through the same parser and schema as a
-// manifest file (source names it in errors).
+// tool name to class map (read, write or destructive), through the same parser and schema as a manifest
+// file (source names it in errors).
 func ClassifyTools(source, serverID string, classes map[string]Class) (*Manifest, error) {
 	names := make([]string, 0, len(classes))
 	for n := range classes {

@@ -247,3 +247,38 @@ func TestLoadRegistry(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestDestructiveClass(t *testing.T) {
+	p, err := NewManifestParser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := p.Parse("d.json", []byte(`{"schema_id":"talos.mcp.tool_registry","schema_version":"v1","server_id":"s",
+		"tools":[{"tool_name":"drop","tool_class":"destructive","is_document_op":false}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pol := m.Tools[0]; pol.Class != ClassWrite || !pol.Destructive {
+		t.Fatalf("policy %+v", pol)
+	}
+	reg, err := NewRegistry(m)
+	if err != nil || !reg.HasWrites() || reg.ClassOf("s", "drop") != ClassWrite {
+		t.Fatalf("registry: %v", err)
+	}
+	_, err = p.Parse("d.json", []byte(`{"schema_id":"talos.mcp.tool_registry","schema_version":"v1","server_id":"s",
+		"tools":[{"tool_name":"drop","tool_class":"destructive","is_document_op":true,"document_spec":{"content_encoding":"utf8","write_content_pointers":["/c"]}}]}`))
+	if !errors.Is(err, ErrManifest) {
+		t.Fatalf("a destructive document op: %v", err)
+	}
+	c, err := ClassifyTools("cli", "t", map[string]Class{"a": ClassRead, "b": ClassDestructive})
+	if err != nil || len(c.Tools) != 2 || !c.Tools[1].Destructive {
+		t.Fatalf("ClassifyTools: %+v %v", c, err)
+	}
+	ext, err := reg.Extend(c)
+	if err != nil || ext.Manifests() != 2 || ext.Version() == reg.Version() {
+		t.Fatalf("Extend: %v", err)
+	}
+	if _, err := ext.Extend(c); !errors.Is(err, ErrManifest) {
+		t.Fatalf("a second manifest of server t: %v", err)
+	}
+}

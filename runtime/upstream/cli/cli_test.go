@@ -50,7 +50,7 @@ func TestParseErrors(t *testing.T) {
 		line             int
 	}{
 		{"command outside allowed_commands", "command: git\n|command: rm\n", `command "rm" is not in the upstream's allowed_commands`, 11},
-		{"unknown key", "timeout: 5s\n|timeout: 5s\nshell: true\n", "additional properties 'shell' not allowed", 1},
+		{"unknown key", "timeout: 5s\n|timeout: 5s\nshell: true\n", "additional properties 'shell' not allowed", 14},
 		{"bad class", "class: read\n|class: admin\n", "value must be one of", 3},
 		{"empty permissions", "permissions: [repo:read]\n|permissions: []\n", "minItems", 4},
 		{"open input schema", "  additionalProperties: false\n|  additionalProperties: true\n", "value must be false", 10},

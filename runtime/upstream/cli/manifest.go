@@ -41,6 +41,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/outpolicy"
 	"github.com/quiver-mcp/quiver/schemas"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	yaml "go.yaml.in/yaml/v3"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
@@ -413,8 +414,13 @@ func leafError(err error) (string, string) {
 	for len(ve.Causes) > 0 {
 		ve = ve.Causes[0]
 	}
+	loc := append([]string(nil), ve.InstanceLocation...)
+	if ap, ok := ve.ErrorKind.(*kind.AdditionalProperties); ok && len(ap.Properties) > 0 {
+		// Point at the unknown key itself, not at its object.
+		loc = append(loc, ap.Properties[0])
+	}
 	var b strings.Builder
-	for _, t := range ve.InstanceLocation {
+	for _, t := range loc {
 		b.WriteByte('/')
 		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1"))
 	}
