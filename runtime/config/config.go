@@ -368,9 +368,10 @@ type Listen struct {
 	MetricsTokenEnv string `json:"metrics_token_env,omitempty" yaml:"metrics_token_env,omitempty"`
 }
 
-// Sessions bounds the MCP sessions (protocol 2025-11-25 and older) an
-// HTTP listener holds: per principal (a verified token's principal, or an
-// anonymous caller's remote address) and in total.
+// Sessions bounds the MCP sessions (protocol 2025-11-25 and older) and
+// sessionless requests in flight (2026-07-28) an HTTP listener holds: per
+// principal (a verified token's principal, or an anonymous caller's remote
+// address) and in total.
 type Sessions struct {
 	MaxPerPrincipal int `json:"max_per_principal" yaml:"max_per_principal"`
 	MaxTotal        int `json:"max_total" yaml:"max_total"`
