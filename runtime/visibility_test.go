@@ -103,7 +103,15 @@ func browseAll(t *testing.T, cs *mcp.ClientSession, tool, path string, k int) ([
 // and a path with nothing visible below it answers like one that does not
 // exist (#15 finding 1).
 func TestBrowseShowsOnlyVisible(t *testing.T) {
-	rt, cs := startRuntime(t, visibilityRig(t, config.ModeGateway))
+	for _, stable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cache_stable=%v", stable), func(t *testing.T) {
+			testBrowseShowsOnlyVisible(t, stable)
+		})
+	}
+}
+
+func testBrowseShowsOnlyVisible(t *testing.T, stable bool) {
+	rt, cs := startRuntime(t, visibilityRig(t, config.ModeGateway, func(r *rig) { r.cfg.Browse.CacheStable = stable }))
 	hidden := []string{"gamma", "op_1", "op_2"}
 	noHidden := func(what string, v any) {
 		t.Helper()
