@@ -264,6 +264,16 @@ func TestE2ERegistryTamper(t *testing.T) {
 	if res, m := callTool(t, cs, "tool_execute", map[string]any{"tool_id": ids["alpha/add"], "args": map[string]any{"a": 1, "b": 2}}); res.IsError {
 		t.Fatalf("before: %v", m)
 	}
+	// The rebuild below shows in the registry version a hydration reports
+	// (the new tool is unclassified, which prod does not browse).
+	version := func() any {
+		_, m := callTool(t, cs, "tool_hydrate", map[string]any{"tool_id": ids["alpha/add"]})
+		return field(m, "classification.registry_version")
+	}
+	pinned := version()
+	if pinned == nil {
+		t.Fatal("no registry version in the hydration")
+	}
 	// Tamper: a valid manifest that lifts echo's document limit.
 	path := filepath.Join(f.registry, "alpha.json")
 	data, _ := os.ReadFile(path)
@@ -280,7 +290,7 @@ func TestE2ERegistryTamper(t *testing.T) {
 		t.Fatalf("add_tool: %v", m)
 	}
 	deadline := time.Now().Add(15 * time.Second)
-	for toolIDs(t, cs, "alpha")["alpha/fresh"] == "" {
+	for version() == pinned {
 		if time.Now().After(deadline) {
 			t.Fatal("the catalog was not rebuilt")
 		}
