@@ -74,6 +74,9 @@ func (r *Runtime) syncPrimitiveVerbs(old, next *state) {
 }
 
 func (r *Runtime) handleResourceBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if err := r.unlisted(ctx, ResourceBrowse); err != nil {
+		return nil, err
+	}
 	return toolCall(ctx, ResourceBrowse, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a browseArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
@@ -84,6 +87,9 @@ func (r *Runtime) handleResourceBrowse(ctx context.Context, req *mcp.CallToolReq
 }
 
 func (r *Runtime) handlePromptBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if err := r.unlisted(ctx, PromptBrowse); err != nil {
+		return nil, err
+	}
 	return toolCall(ctx, PromptBrowse, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a browseArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
@@ -98,6 +104,9 @@ type resourceReadArgs struct {
 }
 
 func (r *Runtime) handleResourceRead(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if err := r.unlisted(ctx, ResourceRead); err != nil {
+		return nil, err
+	}
 	return toolCall(ctx, ResourceRead, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a resourceReadArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
@@ -139,6 +148,9 @@ type promptGetArgs struct {
 }
 
 func (r *Runtime) handlePromptGet(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if err := r.unlisted(ctx, PromptGet); err != nil {
+		return nil, err
+	}
 	return toolCall(ctx, PromptGet, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a promptGetArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {

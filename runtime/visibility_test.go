@@ -369,3 +369,41 @@ func TestProdHidesUnclassified(t *testing.T) {
 		t.Fatalf("dev hides the unclassified tool: %v", m)
 	}
 }
+
+// TestPrimitiveVerbsOfNothingVisible: the resource and prompt verbs are
+// listed and callable only for a caller who may see a resource or a
+// prompt; to another they answer like a tool nobody lists.
+func TestPrimitiveVerbsOfNothingVisible(t *testing.T) {
+	p, err := policy.Parse("vis.yaml", []byte(`policy_id: tools-only
+rules:
+  - id: alice-beta
+    effect: allow
+    match: {principal: {sub: alice}, server: [beta]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cs := startRuntime(t, setup(t, config.ModeGateway, visibilityFleet(), func(r *rig) {
+		r.cfg.Auth.Local.Sub = "alice"
+		r.deps.Policy = p
+	}))
+	names := toolNames(t, cs)
+	for _, v := range []string{ResourceBrowse, ResourceRead, PromptBrowse, PromptGet} {
+		if slices.Contains(names, v) {
+			t.Fatalf("%s listed to a caller who sees no resource or prompt: %v", v, names)
+		}
+		_, errV := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: v, Arguments: map[string]any{"path": "/"}})
+		_, errM := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "nosuch_verb", Arguments: map[string]any{"path": "/"}})
+		if errV == nil || errM == nil || strings.ReplaceAll(errV.Error(), v, "V") != strings.ReplaceAll(errM.Error(), "nosuch_verb", "V") {
+			t.Fatalf("%s: %v; a tool nobody lists: %v", v, errV, errM)
+		}
+	}
+	if !slices.Contains(names, ToolBrowse) {
+		t.Fatalf("tool_browse not listed: %v", names)
+	}
+	// alice of the other rig sees alpha's prompt and resource: listed.
+	_, cs = startRuntime(t, visibilityRig(t, config.ModeGateway))
+	if names := toolNames(t, cs); !slices.Contains(names, ResourceBrowse) || !slices.Contains(names, PromptGet) {
+		t.Fatalf("verbs not listed to a caller who sees resources and prompts: %v", names)
+	}
+}
