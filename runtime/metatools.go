@@ -217,7 +217,7 @@ func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (
 		}
 		st := r.state.Load()
 		it, ok := lookupTool(st, a.ToolID)
-		if ok && it.Kind == toolid.KindTool && !r.concealed(ctx, st, it) {
+		if ok && it.Kind == toolid.KindTool && !r.hidden(ctx, st, it) {
 			r.recordItem(ctx, st, it)
 		} else {
 			ok = false

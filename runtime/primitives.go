@@ -114,7 +114,7 @@ func (r *Runtime) handleResourceRead(ctx context.Context, req *mcp.CallToolReque
 		}
 		st := r.state.Load()
 		it, ok := st.snap.Lookup(a.ResourceID)
-		if !ok || it.Kind != toolid.KindResource || r.concealed(ctx, st, it) {
+		if !ok || it.Kind != toolid.KindResource || r.hidden(ctx, st, it) {
 			return nil, newError(CodeResourceNotFound, "no resource with id %q in the current catalog", a.ResourceID).withPath("resource_id")
 		}
 		if e := r.authorize(ctx, st, it, nil, false); e != nil {
@@ -158,7 +158,7 @@ func (r *Runtime) handlePromptGet(ctx context.Context, req *mcp.CallToolRequest)
 		}
 		st := r.state.Load()
 		it, ok := st.snap.Lookup(a.PromptID)
-		if !ok || it.Kind != toolid.KindPrompt || r.concealed(ctx, st, it) {
+		if !ok || it.Kind != toolid.KindPrompt || r.hidden(ctx, st, it) {
 			return nil, newError(CodePromptNotFound, "no prompt with id %q in the current catalog", a.PromptID).withPath("prompt_id")
 		}
 		if e := r.authorize(ctx, st, it, a.Args, false); e != nil {

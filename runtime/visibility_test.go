@@ -407,3 +407,20 @@ rules:
 		t.Fatalf("verbs not listed to a caller who sees resources and prompts: %v", names)
 	}
 }
+
+// TestKilledToolIsHiddenNotConcealed: a kill rule hides a tool from
+// discovery (tool_hydrate answers like a missing tool) while a call of it
+// says why it is refused (POLICY_DENIED with the kill rule): the policy
+// lets the caller know the tool.
+func TestKilledToolIsHiddenNotConcealed(t *testing.T) {
+	rt, cs, _ := guardedAlpha(t, nil)
+	add := idOf(t, rt, "alpha", "add")
+	if _, err := rt.auth.incident.AddKill(context.Background(), policy.KillRule{Server: []string{"alpha"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, cs, ToolHydrate, map[string]any{"tool_id": add}, CodeHydrateFailed)
+	m := wantError(t, cs, ToolExecute, map[string]any{"tool_id": add, "args": map[string]any{"a": 1, "b": 2}}, CodePolicyDenied)
+	if b, _ := json.Marshal(m["details"]); !strings.Contains(string(b), "kill_rule:") {
+		t.Fatalf("no kill rule among the reasons: %v", m)
+	}
+}
