@@ -566,6 +566,23 @@ func FuzzBrowse(f *testing.F) {
 		if len(page.Cards) > k || len(page.Cards) > page.Total {
 			t.Fatalf("Browse(%q, %d, %q): %d cards of %d", path, topK, cursor, len(page.Cards), page.Total)
 		}
+		// A caller who sees the issue tools only is shown nothing else.
+		see := func(it *catalog.Item) bool { return strings.Contains(it.UpstreamName, "issue") }
+		fp, err := g.BrowseFiltered(path, topK, cursor, see)
+		if err != nil {
+			if !errors.Is(err, ErrArgsInvalid) && !errors.Is(err, ErrPathInvalid) && !errors.Is(err, ErrPathNotFound) {
+				t.Fatalf("BrowseFiltered(%q, %d, %q): unexpected error %v", path, topK, cursor, err)
+			}
+			return
+		}
+		if len(fp.Cards) > k || len(fp.Cards) > fp.Total {
+			t.Fatalf("BrowseFiltered(%q, %d, %q): %d cards of %d", path, topK, cursor, len(fp.Cards), fp.Total)
+		}
+		for _, c := range fp.Cards {
+			if c.Kind != choicecard.KindInternal && !strings.Contains(c.Name, "issue") {
+				t.Fatalf("BrowseFiltered(%q): an invisible card %+v", path, c)
+			}
+		}
 	})
 }
 

@@ -180,9 +180,23 @@ func (r *Runtime) visible(ctx context.Context, st *state, it *catalog.Item) bool
 // be read) is not concealed: the policy lets the caller know it, and its
 // call is refused with the incident's reasons.
 func (r *Runtime) concealed(ctx context.Context, st *state, it *catalog.Item) bool {
+	return !r.visible(ctx, st, it) && r.conceal(ctx, st, it)
+}
+
+// hidden reports whether the caller may not see it, for the doors of
+// discovery (hydrate, resource and prompt reads): the incident state hides
+// from them too. A concealment is recorded as by concealed.
+func (r *Runtime) hidden(ctx context.Context, st *state, it *catalog.Item) bool {
 	if r.visible(ctx, st, it) {
 		return false
 	}
+	r.conceal(ctx, st, it)
+	return true
+}
+
+// conceal records, for an item the caller may not see, whether that is
+// the policy's or prod's doing (see concealed) and reports it.
+func (r *Runtime) conceal(ctx context.Context, st *state, it *catalog.Item) bool {
 	var d policy.Decision
 	switch {
 	case it.Kind == toolid.KindTool && st.gate.Hides(it.Server, it.UpstreamName):

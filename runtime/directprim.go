@@ -18,7 +18,7 @@ func (r *Runtime) handleDirectPrompt(ctx context.Context, req *mcp.GetPromptRequ
 	st := r.state.Load()
 	id, ok := st.exp.prompts[req.Params.Name]
 	it, found := st.snap.Lookup(id)
-	if !ok || !found || r.concealed(ctx, st, it) {
+	if !ok || !found || r.hidden(ctx, st, it) {
 		return nil, unknownPrompt(req.Params.Name)
 	}
 	var out *mcp.GetPromptResult
@@ -92,7 +92,7 @@ func (r *Runtime) handleDirectResource(ctx context.Context, req *mcp.ReadResourc
 func (r *Runtime) resourceOwner(ctx context.Context, st *state, uri string) (*catalog.Item, conn, *Error) {
 	if id, ok := st.exp.resources[uri]; ok {
 		it, found := st.snap.Lookup(id)
-		if found && !r.concealed(ctx, st, it) {
+		if found && !r.hidden(ctx, st, it) {
 			if c, ok := st.owner[it.Server]; ok {
 				return it, c, nil
 			}
@@ -106,7 +106,7 @@ func (r *Runtime) resourceOwner(ctx context.Context, st *state, uri string) (*ca
 			continue
 		}
 		it := templateItem(o.owner.name(), uri)
-		if r.concealed(ctx, st, it) {
+		if r.hidden(ctx, st, it) {
 			break
 		}
 		return it, o.owner, nil

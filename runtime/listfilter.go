@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/runtime/config"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -38,6 +39,11 @@ func (r *Runtime) filterList(ctx context.Context, res mcp.Result) mcp.Result {
 	case *mcp.ListToolsResult:
 		out := *lr
 		out.Tools = slices.DeleteFunc(slices.Clone(lr.Tools), func(t *mcp.Tool) bool {
+			if kind, ok := primitiveVerbs[t.Name]; ok && r.cfg.Mode != config.ModeDirect && st.exp.tools[t.Name] == "" {
+				// A verb of resources or prompts is listed to a caller
+				// who may see one of them.
+				return !r.seesAny(ctx, st, kind)
+			}
 			// A directly exposed tool is listed by its exposed name, a
 			// proxy-mode entry by its wire name; the meta-tools are
 			// neither and stay.
@@ -71,4 +77,39 @@ func (r *Runtime) filterList(ctx context.Context, res mcp.Result) mcp.Result {
 		return &out
 	}
 	return res
+}
+
+// primitiveVerbs are the meta-tools of resources and prompts, by the kind
+// they serve.
+var primitiveVerbs = map[string]toolid.Kind{
+	ResourceBrowse: toolid.KindResource, ResourceRead: toolid.KindResource,
+	PromptBrowse: toolid.KindPrompt, PromptGet: toolid.KindPrompt,
+}
+
+// seesAny reports whether the caller may see an item of kind: the verbs of
+// a kind it sees none of are neither listed nor callable for it, so that
+// they do not tell it that some upstream offers resources or prompts.
+func (r *Runtime) seesAny(ctx context.Context, st *state, kind toolid.Kind) bool {
+	for _, it := range st.snap.Items(kind) {
+		if r.visible(ctx, st, it) {
+			return true
+		}
+	}
+	return false
+}
+
+// unlisted answers a call of a primitive verb the caller sees nothing of
+// as the go-sdk answers a tool it does not list (nil when it sees some).
+func (r *Runtime) unlisted(ctx context.Context, name string) error {
+	if !r.filtering() {
+		return nil
+	}
+	if r.seesAny(r.auth.pin(ctx), r.state.Load(), primitiveVerbs[name]) {
+		return nil
+	}
+	if c := callerOf(ctx); c != nil {
+		c.name(name)
+		c.reasons = append(c.reasons, ReasonConcealed)
+	}
+	return unknownTool(name)
 }

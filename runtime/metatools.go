@@ -236,8 +236,12 @@ func (r *Runtime) handleHydrate(ctx context.Context, req *mcp.CallToolRequest) (
 			return nil, e
 		}
 		st := r.state.Load()
-		// A tool the caller may not see reads like a missing one.
+		// A tool the caller may not see reads like a missing one; for
+		// discovery the incident state hides it too.
 		it, e := r.resolveTool(ctx, st, a.ToolID)
+		if e == nil && r.hidden(ctx, st, it) {
+			e = r.toolNotFound(ctx, st, a.ToolID)
+		}
 		if e != nil {
 			return nil, e
 		}

@@ -74,6 +74,9 @@ func (r *Runtime) syncPrimitiveVerbs(old, next *state) {
 }
 
 func (r *Runtime) handleResourceBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if err := r.unlisted(ctx, ResourceBrowse); err != nil {
+		return nil, err
+	}
 	return toolCall(ctx, ResourceBrowse, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a browseArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
@@ -84,6 +87,9 @@ func (r *Runtime) handleResourceBrowse(ctx context.Context, req *mcp.CallToolReq
 }
 
 func (r *Runtime) handlePromptBrowse(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if err := r.unlisted(ctx, PromptBrowse); err != nil {
+		return nil, err
+	}
 	return toolCall(ctx, PromptBrowse, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a browseArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
@@ -98,6 +104,9 @@ type resourceReadArgs struct {
 }
 
 func (r *Runtime) handleResourceRead(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if err := r.unlisted(ctx, ResourceRead); err != nil {
+		return nil, err
+	}
 	return toolCall(ctx, ResourceRead, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a resourceReadArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
@@ -105,7 +114,7 @@ func (r *Runtime) handleResourceRead(ctx context.Context, req *mcp.CallToolReque
 		}
 		st := r.state.Load()
 		it, ok := st.snap.Lookup(a.ResourceID)
-		if !ok || it.Kind != toolid.KindResource || r.concealed(ctx, st, it) {
+		if !ok || it.Kind != toolid.KindResource || r.hidden(ctx, st, it) {
 			return nil, newError(CodeResourceNotFound, "no resource with id %q in the current catalog", a.ResourceID).withPath("resource_id")
 		}
 		if e := r.authorize(ctx, st, it, nil, false); e != nil {
@@ -139,6 +148,9 @@ type promptGetArgs struct {
 }
 
 func (r *Runtime) handlePromptGet(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if err := r.unlisted(ctx, PromptGet); err != nil {
+		return nil, err
+	}
 	return toolCall(ctx, PromptGet, func(ctx context.Context) (*mcp.CallToolResult, *Error) {
 		var a promptGetArgs
 		if e := decodeArgs(req.Params.Arguments, &a); e != nil {
@@ -146,7 +158,7 @@ func (r *Runtime) handlePromptGet(ctx context.Context, req *mcp.CallToolRequest)
 		}
 		st := r.state.Load()
 		it, ok := st.snap.Lookup(a.PromptID)
-		if !ok || it.Kind != toolid.KindPrompt || r.concealed(ctx, st, it) {
+		if !ok || it.Kind != toolid.KindPrompt || r.hidden(ctx, st, it) {
 			return nil, newError(CodePromptNotFound, "no prompt with id %q in the current catalog", a.PromptID).withPath("prompt_id")
 		}
 		if e := r.authorize(ctx, st, it, a.Args, false); e != nil {

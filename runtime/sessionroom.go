@@ -36,6 +36,12 @@ func (r *Runtime) sessionRoom(next http.Handler) http.Handler {
 	})
 }
 
+// requestRoom wraps the handler of sessionless requests (2026-07-28)
+// with the same limits: a request holds a slot while it is served.
+func (r *Runtime) requestRoom(next http.Handler) http.Handler {
+	return r.sessionLimit.InFlight(next, sessionlimit.HandlerOptions{Key: sessionOwner, Refuse: r.refuseSession})
+}
+
 // sessionOwner is whose sessions a request's counts against: a verified
 // token's principal, else (anonymous HTTP, where each session is its own
 // principal) the remote address, so that one client cannot take every
@@ -55,10 +61,10 @@ func sessionOwner(req *http.Request) string {
 // HTTP error with Retry-After whose body is a JSON-RPC error naming the
 // code (what an MCP client shows), and a deny receipt.
 func (r *Runtime) refuseSession(w http.ResponseWriter, req *http.Request, err error) {
-	code, status, msg := CodeSessionCapacityExceeded, http.StatusServiceUnavailable, "the gateway holds as many sessions as it may; retry later"
+	code, status, msg := CodeSessionCapacityExceeded, http.StatusServiceUnavailable, "the gateway holds as many sessions and requests as it may; retry later"
 	if errors.Is(err, sessionlimit.ErrPrincipal) {
 		code, status, msg = CodeSessionLimitExceeded, http.StatusTooManyRequests,
-			fmt.Sprintf("this caller holds %d sessions, its maximum; close one or retry later", r.sessionLimit.Limits().PerPrincipal)
+			fmt.Sprintf("this caller holds %d sessions or requests in flight, its maximum; close one or retry later", r.sessionLimit.Limits().PerPrincipal)
 	}
 	r.rec.tags.claimHeader(req.Header)
 	c := &caller{}

@@ -104,7 +104,15 @@ func browseAll(t *testing.T, cs *mcp.ClientSession, tool, path string, k int) ([
 // and a path with nothing visible below it answers like one that does not
 // exist (#15 finding 1).
 func TestBrowseShowsOnlyVisible(t *testing.T) {
-	rt, cs := startRuntime(t, visibilityRig(t, config.ModeGateway))
+	for _, stable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cache_stable=%v", stable), func(t *testing.T) {
+			testBrowseShowsOnlyVisible(t, stable)
+		})
+	}
+}
+
+func testBrowseShowsOnlyVisible(t *testing.T, stable bool) {
+	rt, cs := startRuntime(t, visibilityRig(t, config.ModeGateway, func(r *rig) { r.cfg.Browse.CacheStable = stable }))
 	hidden := []string{"gamma", "op_1", "op_2"}
 	noHidden := func(what string, v any) {
 		t.Helper()
@@ -392,4 +400,59 @@ func withoutSuggestions(m map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+// TestPrimitiveVerbsOfNothingVisible: the resource and prompt verbs are
+// listed and callable only for a caller who may see a resource or a
+// prompt; to another they answer like a tool nobody lists.
+func TestPrimitiveVerbsOfNothingVisible(t *testing.T) {
+	p, err := policy.Parse("vis.yaml", []byte(`policy_id: tools-only
+rules:
+  - id: alice-beta
+    effect: allow
+    match: {principal: {sub: alice}, server: [beta]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cs := startRuntime(t, setup(t, config.ModeGateway, visibilityFleet(), func(r *rig) {
+		r.cfg.Auth.Local.Sub = "alice"
+		r.deps.Policy = p
+	}))
+	names := toolNames(t, cs)
+	for _, v := range []string{ResourceBrowse, ResourceRead, PromptBrowse, PromptGet} {
+		if slices.Contains(names, v) {
+			t.Fatalf("%s listed to a caller who sees no resource or prompt: %v", v, names)
+		}
+		_, errV := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: v, Arguments: map[string]any{"path": "/"}})
+		_, errM := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "nosuch_verb", Arguments: map[string]any{"path": "/"}})
+		if errV == nil || errM == nil || strings.ReplaceAll(errV.Error(), v, "V") != strings.ReplaceAll(errM.Error(), "nosuch_verb", "V") {
+			t.Fatalf("%s: %v; a tool nobody lists: %v", v, errV, errM)
+		}
+	}
+	if !slices.Contains(names, ToolBrowse) {
+		t.Fatalf("tool_browse not listed: %v", names)
+	}
+	// alice of the other rig sees alpha's prompt and resource: listed.
+	_, cs = startRuntime(t, visibilityRig(t, config.ModeGateway))
+	if names := toolNames(t, cs); !slices.Contains(names, ResourceBrowse) || !slices.Contains(names, PromptGet) {
+		t.Fatalf("verbs not listed to a caller who sees resources and prompts: %v", names)
+	}
+}
+
+// TestKilledToolIsHiddenNotConcealed: a kill rule hides a tool from
+// discovery (tool_hydrate answers like a missing tool) while a call of it
+// says why it is refused (POLICY_DENIED with the kill rule): the policy
+// lets the caller know the tool.
+func TestKilledToolIsHiddenNotConcealed(t *testing.T) {
+	rt, cs, _ := guardedAlpha(t, nil)
+	add := idOf(t, rt, "alpha", "add")
+	if _, err := rt.auth.incident.AddKill(context.Background(), policy.KillRule{Server: []string{"alpha"}}); err != nil {
+		t.Fatal(err)
+	}
+	wantError(t, cs, ToolHydrate, map[string]any{"tool_id": add}, CodeHydrateFailed)
+	m := wantError(t, cs, ToolExecute, map[string]any{"tool_id": add, "args": map[string]any{"a": 1, "b": 2}}, CodePolicyDenied)
+	if b, _ := json.Marshal(m["details"]); !strings.Contains(string(b), "kill_rule:") {
+		t.Fatalf("no kill rule among the reasons: %v", m)
+	}
 }

@@ -204,7 +204,7 @@ var table = []Info{
 	{Code: SchemaInvalid, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
 		Description: "the tool's input schema failed validation at ingest, so the tool cannot be called"},
 	{Code: HydrateFailed, Origin: Quiver, Receipt: Deny, JSONRPC: invalidParams,
-		Description: "no tool with this id or name is in the current catalog"},
+		Description: "no tool with this id or name is in the current catalog, or none the caller may see (the two answer alike; the receipt says CONCEALED)"},
 	{Code: ViewFailed, Origin: Quiver, Receipt: Deny, JSONRPC: internalError,
 		Description: "no artifact has this handle for this caller, or the selector cannot be applied"},
 	{Code: ResourceNotFound, Origin: Quiver, Receipt: Deny, JSONRPC: invalidParams,

@@ -438,9 +438,10 @@ type Listen struct {
 	MRTRHold units.Duration `json:"mrtr_hold" yaml:"mrtr_hold"`
 }
 
-// Sessions bounds the MCP sessions (protocol 2025-11-25 and older) an
-// HTTP listener holds: per principal (a verified token's principal, or an
-// anonymous caller's remote address) and in total.
+// Sessions bounds the MCP sessions (protocol 2025-11-25 and older) and
+// sessionless requests in flight (2026-07-28) an HTTP listener holds: per
+// principal (a verified token's principal, or an anonymous caller's remote
+// address) and in total.
 type Sessions struct {
 	MaxPerPrincipal int `json:"max_per_principal" yaml:"max_per_principal"`
 	MaxTotal        int `json:"max_total" yaml:"max_total"`

@@ -182,3 +182,35 @@ func TestDryRunSeesEveryCheck(t *testing.T) {
 		t.Fatalf("failed %v", failed)
 	}
 }
+
+// TestGateHides: prod hides exactly the tools whose calls the gate refuses
+// as unclassified; dev and a registry that failed to load hide nothing.
+func TestGateHides(t *testing.T) {
+	reg := docsRegistry(t)
+	cases := []struct {
+		name         string
+		gate         *Gate
+		server, tool string
+		want         bool
+	}{
+		{"classified in prod", NewGate(reg, EnvProd), "docs", "list", false},
+		{"unclassified tool in prod", NewGate(reg, EnvProd), "docs", "nope", true},
+		{"unclassified server in prod", NewGate(reg, EnvProd), "other", "list", true},
+		{"empty registry in prod", NewGate(nil, EnvProd), "docs", "list", true},
+		{"unclassified in dev", NewGate(reg, EnvDev), "docs", "nope", false},
+		{"unavailable registry", UnavailableGate(EnvProd), "docs", "nope", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.gate.Hides(tc.server, tc.tool); got != tc.want {
+				t.Fatalf("Hides(%s, %s) = %v, want %v", tc.server, tc.tool, got, tc.want)
+			}
+			// Hiding agrees with the gate's own verdict on a call.
+			_, checks := tc.gate.Check(&Call{ServerID: tc.server, ToolName: tc.tool})
+			refused := FirstFailure(checks) != nil && FirstFailure(checks).Code == codes.ToolUnclassifiedDenied
+			if tc.want != refused {
+				t.Fatalf("hidden %v, refused as unclassified %v", tc.want, refused)
+			}
+		})
+	}
+}

@@ -30,6 +30,8 @@ type RouterOptions struct {
 	// Stateful, when set, wraps the handler of sessions (everything
 	// that is not sessionless), e.g. to bound the sessions it opens.
 	Stateful func(http.Handler) http.Handler
+	// Stateless, when set, wraps the handler of sessionless requests.
+	Stateless func(http.Handler) http.Handler
 }
 
 // NewRouter serves every revision of MCP over streamable HTTP on one
@@ -49,11 +51,14 @@ func NewRouter(srv *mcp.Server, o RouterOptions) http.Handler {
 	if o.Stateful != nil {
 		stateful = o.Stateful(stateful)
 	}
-	stateless := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
+	var stateless http.Handler = mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{
 		DisableLocalhostProtection: o.DisableLocalhostProtection, MaxRequestBodyBytes: limit, Stateless: true,
 		// At a sessionless revision the POST is the request's whole life:
 		// a client that goes away cancels it.
 		PropagateRequestCancellation: true})
+	if o.Stateless != nil {
+		stateless = o.Stateless(stateless)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if sessionless(req, limit) {
 			stateless.ServeHTTP(w, req)

@@ -15,7 +15,8 @@ type Session interface {
 	Wait() error
 }
 
-// HandlerOptions configure Handler. Key, Find and Refuse are required.
+// HandlerOptions configure Handler (Key, Find and Refuse required) and
+// InFlight (Key and Refuse).
 type HandlerOptions struct {
 	// Key names the principal of a request.
 	Key func(*http.Request) string
@@ -35,6 +36,22 @@ type HandlerOptions struct {
 func (l *Limiter) Handler(next http.Handler, o HandlerOptions) http.Handler {
 	h := &handler{l: l, next: next, o: o, held: map[string]*Slot{}}
 	return h
+}
+
+// InFlight wraps a handler of sessionless requests (protocol 2026-07-28):
+// each request holds a slot while it is served, the same slots sessions
+// hold, so a principal's open sessions and requests in flight together
+// stay within its bound. A request refused a slot never reaches next.
+func (l *Limiter) InFlight(next http.Handler, o HandlerOptions) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		slot, err := l.Acquire(o.Key(req))
+		if err != nil {
+			o.Refuse(w, req, err)
+			return
+		}
+		defer slot.Release()
+		next.ServeHTTP(w, req)
+	})
 }
 
 type handler struct {

@@ -174,3 +174,48 @@ func TestHandler(t *testing.T) {
 		t.Fatalf("open %d after b's session ended", l.Open())
 	}
 }
+
+// TestInFlight: a sessionless request holds a slot while it is served,
+// counted with the sessions of its principal.
+func TestInFlight(t *testing.T) {
+	l := New(Limits{PerPrincipal: 2, Total: 10})
+	held, _ := l.Acquire("a") // a session of a's
+	entered, leave := make(chan struct{}), make(chan struct{})
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-leave
+	})
+	var refused []error
+	h := l.InFlight(next, HandlerOptions{
+		Key: func(r *http.Request) string { return r.Header.Get("Who") },
+		Refuse: func(w http.ResponseWriter, r *http.Request, err error) {
+			refused = append(refused, err)
+			w.WriteHeader(http.StatusTooManyRequests)
+		},
+	})
+	serve := func(who string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		req.Header.Set("Who", who)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	done := make(chan struct{})
+	go func() { serve("a"); close(done) }()
+	<-entered
+	if l.Held("a") != 2 {
+		t.Fatalf("a holds %d while its request is served", l.Held("a"))
+	}
+	if w := serve("a"); w.Code != http.StatusTooManyRequests || len(refused) != 1 || !errors.Is(refused[0], ErrPrincipal) {
+		t.Fatalf("a's second request in flight: %d %v", w.Code, refused)
+	}
+	close(leave)
+	<-done
+	if l.Held("a") != 1 {
+		t.Fatalf("a holds %d after its request", l.Held("a"))
+	}
+	held.Release()
+	if l.Open() != 0 {
+		t.Fatalf("open %d", l.Open())
+	}
+}
