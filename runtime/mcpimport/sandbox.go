@@ -122,11 +122,13 @@ func (c *conv) plan(s *server) *sandboxPlan {
 	// A sandboxed server's working directory must be bound: the first
 	// writable directory when there is one, else its working directory
 	// read-only.
+	// Served as it is in dev, the block is only shown, and the server
+	// keeps the working directory its client gave it.
 	wd := s.dir
 	if wd == "" {
 		wd = c.o.OutDir
 	}
-	if wd != "" && !within(wd, p.write) && !within(wd, p.read) {
+	if (c.o.Skeleton || c.o.Environment == "prod") && wd != "" && !within(wd, p.write) && !within(wd, p.read) {
 		moved := false
 		for _, w := range p.write {
 			if c.o.IsDir != nil && c.o.IsDir(w) {
