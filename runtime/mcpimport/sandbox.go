@@ -3,6 +3,7 @@ package mcpimport
 import (
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -52,9 +53,9 @@ func (c *conv) plan(s *server) *sandboxPlan {
 	}
 	hosts := launchers[prog]
 	switch {
-	case prog == "npm" && has(s.command, "exec"), (prog == "pnpm" || prog == "yarn") && has(s.command, "dlx"):
+	case prog == "npm" && slices.Contains(s.command, "exec"), (prog == "pnpm" || prog == "yarn") && slices.Contains(s.command, "dlx"):
 		hosts = launchers["npx"]
-	case prog == "uv" && (has(s.command, "run") || has(s.command, "tool")):
+	case prog == "uv" && (slices.Contains(s.command, "run") || slices.Contains(s.command, "tool")):
 		hosts = launchers["uvx"]
 	}
 	if len(hosts) > 0 {
@@ -182,17 +183,8 @@ func system(p string) bool {
 	return false
 }
 
-func has(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func appendNew(list []string, s string) []string {
-	if has(list, s) {
+	if slices.Contains(list, s) {
 		return list
 	}
 	return append(list, s)
