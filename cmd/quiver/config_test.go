@@ -146,3 +146,40 @@ func TestConfigCheckCLIManifests(t *testing.T) {
 		t.Fatalf("bad manifest: %d %s", code, stderr)
 	}
 }
+
+// TestConfigImportExample: the example client file imports to a prod
+// skeleton that loads, its "." argument made the examples directory and
+// the sandbox's writable root; serve-as-is loads it in dev.
+func TestConfigImportExample(t *testing.T) {
+	const file = "../../examples/mcp.json"
+	code, out, errs := runCLI(t, "config", "import", file)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	examples, err := filepath.Abs("../../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("imported.yaml", []byte(out), t.TempDir())
+	if err != nil {
+		t.Fatalf("the import does not load: %v\n%s", err, out)
+	}
+	if cfg.Environment != "prod" || len(cfg.Upstreams) != 4 || len(cfg.Registry) != 1 {
+		t.Fatalf("environment %s, %d upstreams, registry %v", cfg.Environment, len(cfg.Upstreams), cfg.Registry)
+	}
+	fs := cfg.Upstreams[1]
+	if fs.Name != "filesystem" || fs.Command[3] != examples || fs.Dir != examples || fs.Sandbox == nil ||
+		!reflect.DeepEqual(fs.Sandbox.FS.Write, []string{examples}) || !reflect.DeepEqual(fs.Sandbox.Net.Allow, []string{"registry.npmjs.org"}) {
+		t.Errorf("filesystem: %+v sandbox %+v", fs, fs.Sandbox)
+	}
+	if docs := cfg.Upstreams[3]; docs.Enabled || docs.Credentials.BearerEnv != "DOCS_TOKEN" {
+		t.Errorf("docs: %+v", docs)
+	}
+	served, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if served.Environment != "dev" || served.Imported == nil || served.Imported.Disabled != 1 {
+		t.Errorf("served: %s %+v", served.Environment, served.Imported)
+	}
+}

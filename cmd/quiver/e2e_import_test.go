@@ -212,12 +212,13 @@ func TestE2EProdQuickstart(t *testing.T) {
 	if code, _, _ := runBin(t, dir, env, "config", "import", file, "--out", "quiver.yaml"); code != 2 {
 		t.Errorf("import over an existing file: exit %d", code)
 	}
-	// The state directory stays under the test's XDG_STATE_HOME.
-	code, out, errs := runBin(t, dir, env, "registry", "init", "--config", "quiver.yaml")
+	// Run from elsewhere, init writes beside the configuration, where its
+	// registry glob looks.
+	code, out, errs := runBin(t, t.TempDir(), env, "registry", "init", "--config", filepath.Join(dir, "quiver.yaml"))
 	if code != 0 {
 		t.Fatalf("registry init: exit %d: %s%s", code, out, errs)
 	}
-	if !strings.Contains(out, "registry/alpha.yaml: ") {
+	if !strings.Contains(out, filepath.Join(dir, "registry", "alpha.yaml")+": 14 tools (5 read, 9 write)") || !strings.Contains(out, "registry: [registry/*.yaml]") {
 		t.Errorf("registry init: %s", out)
 	}
 	reg, err := guard.LoadRegistry([]string{filepath.Join(dir, "registry", "*.yaml")})

@@ -33,7 +33,8 @@ func newRegistryCmd() *cobra.Command {
 		Short: "Connect to the fleet and draft one manifest per upstream for review",
 		Long: `Connect to every enabled upstream of the configuration (as serve would: the
 same transports, credentials and sandboxes), list its tools, and write one
-tool_registry manifest per upstream, OUT/<upstream>.yaml, plus OUT/` + registrygen.LockName + `
+tool_registry manifest per upstream, OUT/<upstream>.yaml (OUT: registry beside
+the configuration file by default), plus OUT/` + registrygen.LockName + `
 (what the tools looked like, for registry diff). Each tool is classified from its
 annotations and never guessed read: readOnlyHint -> read; destructiveHint or no
 hint -> write. Document specs are left to you; each manifest's header comment
@@ -46,6 +47,7 @@ manifests are not written), 2 on bad input.`,
 			if err != nil {
 				return err
 			}
+			out := registryDir(cfg, out)
 			results, err := probe(cmd.Context(), cfg, cmd.ErrOrStderr())
 			if err != nil {
 				return usageError(err)
@@ -106,7 +108,11 @@ manifests are not written), 2 on bad input.`,
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: %d tools (%d read, %d write)\n", filepath.Join(out, manifestName(s.Name)), len(s.Tools), reads, len(s.Tools)-reads)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "review them, then list them in the configuration: registry: [%s]\n", filepath.ToSlash(filepath.Join(out, "*.yaml")))
+			glob := filepath.Join(out, "*.yaml")
+			if rel, err := filepath.Rel(cfg.Dir, glob); err == nil && !strings.HasPrefix(rel, "..") {
+				glob = rel
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "review them, then list them in the configuration: registry: [%s]\n", filepath.ToSlash(glob))
 			if failed > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("%d upstreams could not be listed; run registry init again when they are up", failed)}
 			}
@@ -114,7 +120,7 @@ manifests are not written), 2 on bad input.`,
 		},
 	}
 	initCmd.Flags().StringVar(&cfgFile, "config", "", "configuration file (quiver YAML, or an MCP client's JSON)")
-	initCmd.Flags().StringVar(&out, "out", "registry", "directory the manifests are written to")
+	initCmd.Flags().StringVar(&out, "out", "", "directory the manifests are written to (default: registry beside the configuration file)")
 	initCmd.Flags().BoolVar(&force, "force", false, "overwrite existing manifests and lock")
 
 	var diffCfg, dir string
@@ -128,17 +134,17 @@ annotations. Exit 0 when nothing changed, 1 when something did (as diff), 2 on
 error, an upstream that cannot be listed included.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			lockPath := filepath.Join(dir, registrygen.LockName)
+			cfg, err := loadForFleet(diffCfg)
+			if err != nil {
+				return err
+			}
+			lockPath := filepath.Join(registryDir(cfg, dir), registrygen.LockName)
 			lock, err := registrygen.ReadLock(lockPath)
 			if err != nil {
 				if errors.Is(err, fs.ErrNotExist) {
 					return usageError(fmt.Errorf("%s does not exist: run quiver registry init first", lockPath))
 				}
 				return usageError(err)
-			}
-			cfg, err := loadForFleet(diffCfg)
-			if err != nil {
-				return err
 			}
 			results, err := probe(cmd.Context(), cfg, cmd.ErrOrStderr())
 			if err != nil {
@@ -168,9 +174,18 @@ error, an upstream that cannot be listed included.`,
 		},
 	}
 	diffCmd.Flags().StringVar(&diffCfg, "config", "", "configuration file (quiver YAML, or an MCP client's JSON)")
-	diffCmd.Flags().StringVar(&dir, "dir", "registry", "directory registry init wrote to")
+	diffCmd.Flags().StringVar(&dir, "dir", "", "directory registry init wrote to (default: registry beside the configuration file)")
 	cmd.AddCommand(initCmd, diffCmd)
 	return cmd
+}
+
+// registryDir is the directory given, else registry/ beside the
+// configuration file, where its registry glob looks.
+func registryDir(cfg *config.Config, given string) string {
+	if given != "" {
+		return given
+	}
+	return filepath.Join(cfg.Dir, "registry")
 }
 
 // manifestName is the file name of an upstream's manifest.

@@ -511,7 +511,7 @@ func (c *conv) template(key, s string) ([]piece, error) {
 			out = append(out, piece{lit: s[:i]})
 		}
 		s = s[i+j+1:]
-		name, def, hasDef := strings.Cut(ref, ":-")
+		name, _, hasDef := strings.Cut(ref, ":-")
 		switch {
 		case ref == "workspaceFolder" || ref == "workspaceRoot":
 			if c.o.Workspace == "" {
@@ -540,7 +540,8 @@ func (c *conv) template(key, s string) ([]piece, error) {
 			out = append(out, piece{env: ref[4:]})
 		case secretname.ValidEnvName(name):
 			if hasDef {
-				c.warnf("%s: the default of ${%s:-%s} is dropped: quiver needs %s set", key, name, def, name)
+				// The default is not shown: it may be a secret.
+				c.warnf("%s: the default of ${%s:-...} is dropped: quiver needs %s set", key, name, name)
 			}
 			out = append(out, piece{env: name})
 		default:

@@ -63,8 +63,10 @@ func TestConvertGolden(t *testing.T) {
 			}
 			golden(t, filepath.Join("testdata", tc.file+".yaml.golden"), res.YAML)
 			golden(t, filepath.Join("testdata", tc.file+".warnings.golden"), []byte(strings.Join(res.Warnings, "\n")+"\n"))
-			if strings.Contains(string(res.YAML), "ghp_") || strings.Contains(string(res.YAML), `"value"`) {
-				t.Error("a literal secret reached the YAML")
+			for _, secret := range []string{"ghp_", `"value"`, "changeme"} {
+				if strings.Contains(string(res.YAML), secret) || strings.Contains(strings.Join(res.Warnings, "\n"), secret) {
+					t.Errorf("the literal secret %s reached the YAML or a warning", secret)
+				}
 			}
 			cfg, err := config.Parse(tc.file+".yaml", res.YAML, "/work/project")
 			if err != nil {

@@ -4,7 +4,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // FuzzConvert: any input converts or fails with an *Error, never a panic,
@@ -30,8 +34,24 @@ func FuzzConvert(f *testing.F) {
 			}
 			return
 		}
-		if len(res.YAML) == 0 {
-			t.Fatal("no YAML")
+		// Whatever the names, values and paths, the YAML reads back
+		// with every server, its name and its command as converted.
+		var doc struct {
+			Upstreams []struct {
+				Name    string   `yaml:"name"`
+				Command []string `yaml:"command"`
+			} `yaml:"upstreams"`
+		}
+		if err := yaml.Unmarshal(res.YAML, &doc); err != nil {
+			t.Fatalf("the YAML does not parse: %v\n%s", err, res.YAML)
+		}
+		if len(doc.Upstreams) != res.Servers {
+			t.Fatalf("%d upstreams in the YAML, %d servers", len(doc.Upstreams), res.Servers)
+		}
+		for i, u := range doc.Upstreams {
+			if u.Name == "" || !strings.Contains(res.Origins[i], u.Name) && !strings.Contains(res.Origins[i], strconv.Quote(u.Name)) {
+				t.Fatalf("upstream %d is %q, from %s", i, u.Name, res.Origins[i])
+			}
 		}
 		_ = Detect(data)
 	})

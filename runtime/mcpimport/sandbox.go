@@ -3,6 +3,7 @@ package mcpimport
 import (
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -52,9 +53,9 @@ func (c *conv) plan(s *server) *sandboxPlan {
 	}
 	hosts := launchers[prog]
 	switch {
-	case prog == "npm" && has(s.command, "exec"), (prog == "pnpm" || prog == "yarn") && has(s.command, "dlx"):
+	case prog == "npm" && slices.Contains(s.command, "exec"), (prog == "pnpm" || prog == "yarn") && slices.Contains(s.command, "dlx"):
 		hosts = launchers["npx"]
-	case prog == "uv" && (has(s.command, "run") || has(s.command, "tool")):
+	case prog == "uv" && (slices.Contains(s.command, "run") || slices.Contains(s.command, "tool")):
 		hosts = launchers["uvx"]
 	}
 	if len(hosts) > 0 {
@@ -122,11 +123,13 @@ func (c *conv) plan(s *server) *sandboxPlan {
 	// A sandboxed server's working directory must be bound: the first
 	// writable directory when there is one, else its working directory
 	// read-only.
+	// Served as it is in dev, the block is only shown, and the server
+	// keeps the working directory its client gave it.
 	wd := s.dir
 	if wd == "" {
 		wd = c.o.OutDir
 	}
-	if wd != "" && !within(wd, p.write) && !within(wd, p.read) {
+	if (c.o.Skeleton || c.o.Environment == "prod") && wd != "" && !within(wd, p.write) && !within(wd, p.read) {
 		moved := false
 		for _, w := range p.write {
 			if c.o.IsDir != nil && c.o.IsDir(w) {
@@ -180,17 +183,8 @@ func system(p string) bool {
 	return false
 }
 
-func has(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 func appendNew(list []string, s string) []string {
-	if has(list, s) {
+	if slices.Contains(list, s) {
 		return list
 	}
 	return append(list, s)
