@@ -666,3 +666,64 @@ func TestE2ERestrictedPrincipal(t *testing.T) {
 		t.Fatal("no fulfilment receipt with on_behalf_of, fulfilled_by and request_id")
 	}
 }
+
+// TestE2ECapabilityKeyRotation: `quiver capability keys rotate` adds a
+// signing key that the running gateway signs with (within seconds, no
+// restart) and publishes; tokens of the old key keep verifying until
+// `retire` removes it, after which they are refused (unknown_key).
+func TestE2ECapabilityKeyRotation(t *testing.T) {
+	e := startCapabilities(t)
+	alice := e.principal(t, "alice")
+	add := browseFirst(t, alice, "add two numbers")
+	a := newHolder(t)
+	old, err := request(t, alice, &capRequestParams{Tools: []string{add}, HolderKey: a.pub})
+	must(t, err)
+	_, oldKid, err := capability.ParseUnverified(old.Token)
+	must(t, err)
+	cli := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := runCLI(t, append([]string{"capability", "keys"}, append(args, "--key-file", e.keyFile)...)...)
+		if code != 0 {
+			t.Fatalf("capability keys %v: %d %s", args, code, errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	newKid := cli("rotate")
+	if newKid == "" || newKid == oldKid {
+		t.Fatalf("rotate printed %q (old %q)", newKid, oldKid)
+	}
+	args := map[string]any{"a": 1, "b": 2}
+	// Poll (the gateway looks at its keyring every few seconds) until a
+	// grant is signed by the new key.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		g, err := request(t, alice, &capRequestParams{Tools: []string{add}, HolderKey: a.pub})
+		must(t, err)
+		_, kid, _ := capability.ParseUnverified(g.Token)
+		if kid == newKid {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("grants are still signed by %s", kid)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if res, m := capCall(t, alice, add, args, old.Token, a.proof(t, add, args)); res.IsError {
+		t.Fatalf("a token of the old key after the rotation: %v", m)
+	}
+	if list := cli("list"); !strings.Contains(list, oldKid) || !strings.Contains(list, newKid) || strings.Contains(list, `"d"`) {
+		t.Fatalf("keys list: %s", list)
+	}
+	cli("retire", oldKid)
+	for {
+		res, m := capCall(t, alice, add, args, old.Token, a.proof(t, add, args))
+		if reasonOf(t, res, m) == capability.ReasonUnknownKey {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a token of the retired key still verifies: %v", m)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	e.srv.stop(t, syscall.SIGTERM)
+}

@@ -75,6 +75,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServeCmd())
 	root.AddCommand(newReceiptsCmd())
 	root.AddCommand(newAdminCmd())
+	root.AddCommand(newCapabilityCmd())
 	root.AddCommand(newVersionCmd())
 	return root
 }
