@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/internal/redistest"
 	"github.com/quiver-mcp/quiver/runtime/capability"
 )
 
@@ -726,4 +727,80 @@ func TestE2ECapabilityKeyRotation(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	e.srv.stop(t, syscall.SIGTERM)
+}
+
+// TestE2ECapabilityReplicasShareRedis: two replicas on one Redis with one
+// shared keyring: a proof used on one is a replay on the other, max_uses
+// counts across both, and a revocation through one refuses the very next
+// call on the other.
+func TestE2ECapabilityReplicasShareRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	t.Setenv("QUIVER_E2E_JWT_SECRET", safetySecret)
+	t.Setenv("QUIVER_E2E_ADMIN_TOKEN", safetyAdminToken)
+	shared := t.TempDir()
+	record := filepath.Join(shared, "calls.jsonl")
+	keyFile := filepath.Join(shared, "capability-keys.json")
+	var reps []*capEnv
+	for range 2 {
+		dir := t.TempDir()
+		must(t, os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(capPolicy), 0o644))
+		cfg := fmt.Sprintf(`environment: dev
+state_dir: %s
+state:
+  backend: redis
+  redis: {url: %q}
+capabilities: {key_file: %q}
+auth:
+  issuers:
+    - name: ci
+      iss: quiver-ci
+      audiences: [quiver]
+      alg: HS256
+      hs256_secret_env: QUIVER_E2E_JWT_SECRET
+policy: {file: policy.yaml}
+admin: {token_env: QUIVER_E2E_ADMIN_TOKEN}
+upstreams:
+  - name: alpha
+    command: [%q, "-name", "alpha", "-record", %q]
+`, filepath.Join(dir, "state"), rs.URL(), keyFile, upstreamBin, record)
+		path := filepath.Join(dir, "quiver.yaml")
+		must(t, os.WriteFile(path, []byte(cfg), 0o644))
+		reps = append(reps, &capEnv{srv: startHTTP(t, "--config", path), dir: dir, record: record})
+	}
+	a, b := reps[0], reps[1]
+	onA, onB := a.principal(t, "alice"), b.principal(t, "alice")
+	add := browseFirst(t, onA, "add two numbers")
+	h := newHolder(t)
+	g, err := request(t, onA, &capRequestParams{Tools: []string{add}, MaxUses: 3, HolderKey: h.pub})
+	must(t, err)
+	args := map[string]any{"a": 1, "b": 2}
+
+	p1 := h.proof(t, add, args)
+	if res, m := capCall(t, onA, add, args, g.Token, p1); res.IsError {
+		t.Fatalf("use 1 on A: %v", m)
+	}
+	if res, m := capCall(t, onB, add, args, g.Token, p1); reasonOf(t, res, m) != capability.ReasonProofReplayed {
+		t.Fatalf("A's proof replayed on B: %v", m)
+	}
+	if res, m := capCall(t, onB, add, args, g.Token, h.proof(t, add, args)); res.IsError {
+		t.Fatalf("use 2 on B: %v", m)
+	}
+	if res, m := capCall(t, onA, add, args, g.Token, h.proof(t, add, args)); res.IsError {
+		t.Fatalf("use 3 on A: %v", m)
+	}
+	if res, m := capCall(t, onB, add, args, g.Token, h.proof(t, add, args)); reasonOf(t, res, m) != capability.ReasonUsesExhausted {
+		t.Fatalf("use 4 on B: %v", m)
+	}
+	g2, err := request(t, onB, &capRequestParams{Tools: []string{add}, HolderKey: h.pub})
+	must(t, err)
+	if res, m := capCall(t, onA, add, args, g2.Token, h.proof(t, add, args)); res.IsError {
+		t.Fatalf("B's token on A: %v", m)
+	}
+	adminAt(t, a.srv.base, "POST", "/admin/v1/capabilities/revocations", map[string]string{"jti": g2.JTI})
+	if res, m := capCall(t, onB, add, args, g2.Token, h.proof(t, add, args)); reasonOf(t, res, m) != capability.ReasonRevoked {
+		t.Fatalf("revoked on A, used on B: %v", m)
+	}
+	if n := a.dispatches(t, "add"); n != 4 {
+		t.Fatalf("%d dispatches, want 4", n)
+	}
 }

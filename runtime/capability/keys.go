@@ -55,7 +55,7 @@ func OpenKeyring(path string) (*Keyring, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("capability keys: %w", err)
 		}
-		if _, err := RotateKeyFile(path); err != nil {
+		if err := createKeyFile(path); err != nil {
 			return nil, err
 		}
 	}
@@ -274,6 +274,29 @@ func RetireKey(path, kid string) error {
 	}
 	kf.Keys = out
 	return writeKeyFile(path, kf)
+}
+
+// createKeyFile writes a keyring of one new key at path unless a file is
+// there already: replicas starting at once on a shared key_file end up
+// with the one keyring the first of them made.
+func createKeyFile(path string) error {
+	j, err := newKey()
+	if err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(KeyFile{Keys: []JWK{j}}, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + "." + j.Kid + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("capability keys: %w", err)
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("capability keys: %w", err)
+	}
+	return nil
 }
 
 func writeKeyFile(path string, kf KeyFile) error {
