@@ -323,6 +323,16 @@ func (r *Runtime) syncCapabilityTools() {
 	}
 }
 
+// policyListsTools reports whether the policy in force adds meta-tools
+// (capabilities, tool requests), which a policy reload may change.
+func (r *Runtime) policyListsTools() bool {
+	if r.auth.policy == nil {
+		return false
+	}
+	p := r.auth.policy.Policy()
+	return p.RequiresCapabilities() || p.SeparatesPrivileges()
+}
+
 // registerCapabilityMethods adds the custom MCP methods.
 func (r *Runtime) registerCapabilityMethods(s *mcp.Server) error {
 	if err := mcp.AddReceivingCustomMethod(s, MethodCapabilitiesRequest, func(ctx context.Context, _ *mcp.ServerSession, p *CapabilitiesRequestParams) (*CapabilitiesResult, error) {

@@ -52,7 +52,7 @@ type capEnv struct {
 	keyFile  string
 }
 
-func startCapabilities(t *testing.T) *capEnv {
+func startCapabilities(t *testing.T, extra ...string) *capEnv {
 	t.Helper()
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(capPolicy), 0o644))
@@ -73,7 +73,7 @@ admin: {token_env: QUIVER_E2E_ADMIN_TOKEN}
 upstreams:
   - name: alpha
     command: [%q, "-name", "alpha", "-record", %q]
-`, filepath.Join(dir, "state"), upstreamBin, record)
+%s`, filepath.Join(dir, "state"), upstreamBin, record, strings.Join(extra, "\n"))
 	cfgPath := filepath.Join(dir, "quiver.yaml")
 	must(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
 	t.Setenv("QUIVER_E2E_JWT_SECRET", safetySecret)
@@ -803,4 +803,58 @@ upstreams:
 	if n := a.dispatches(t, "add"); n != 4 {
 		t.Fatalf("%d dispatches, want 4", n)
 	}
+}
+
+// TestE2ECapabilityDirectAndDryRun: a directly exposed tool takes the
+// token and proof in its call's _meta like tool_execute; a dry run checks
+// a token without using it (no proof consumed, no use counted).
+func TestE2ECapabilityDirectAndDryRun(t *testing.T) {
+	e := startCapabilities(t, `expose: {direct: ["alpha:add*"]}`)
+	alice := e.principal(t, "alice")
+	direct := idWithPrefix(listNames(t, alice), "alpha")
+	if !strings.Contains(direct, "add") {
+		t.Fatalf("add is not listed directly: %v", listNames(t, alice))
+	}
+	add := browseFirst(t, alice, "add two numbers")
+	h := newHolder(t)
+	g, err := request(t, alice, &capRequestParams{Tools: []string{add}, MaxUses: 1, HolderKey: h.pub})
+	must(t, err)
+	args := map[string]any{"a": 20, "b": 22}
+	call := func(meta mcp.Meta) (*mcp.CallToolResult, map[string]any) {
+		res, err := alice.CallTool(context.Background(), &mcp.CallToolParams{Name: direct, Arguments: args, Meta: meta})
+		must(t, err)
+		var m map[string]any
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, &m)
+		return res, m
+	}
+	if res, m := call(nil); reasonOf(t, res, m) != capability.ReasonMissing {
+		t.Fatalf("direct call without a token: %v", m)
+	}
+	// A dry run with the token: the capability check passes and uses
+	// nothing; without it, the check fails.
+	_, m := callTool(t, alice, "tool_execute", map[string]any{"tool_id": add, "args": args, "dry_run": true})
+	if m["allowed"] != false || !strings.Contains(fmt.Sprint(m["checks"]), "capability") {
+		t.Fatalf("dry run without a token: %v", m)
+	}
+	res, err := alice.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool_execute",
+		Arguments: map[string]any{"tool_id": add, "args": args, "dry_run": true}, Meta: mcp.Meta{"dev.quiver-mcp/capability": g.Token}})
+	must(t, err)
+	b, _ := json.Marshal(res.StructuredContent)
+	json.Unmarshal(b, &m)
+	if m["allowed"] != true {
+		t.Fatalf("dry run with the token: %v", m)
+	}
+	// The one use is still there for the real call.
+	proof := h.proof(t, add, args)
+	if res, m := call(mcp.Meta{"dev.quiver-mcp/capability": g.Token, "dev.quiver-mcp/capability_proof": proof}); res.IsError {
+		t.Fatalf("direct call with the token: %v", m)
+	}
+	if res, m := call(mcp.Meta{"dev.quiver-mcp/capability": g.Token, "dev.quiver-mcp/capability_proof": h.proof(t, add, args)}); reasonOf(t, res, m) != capability.ReasonUsesExhausted {
+		t.Fatalf("second direct call: %v", m)
+	}
+	if n := e.dispatches(t, "add"); n != 1 {
+		t.Fatalf("%d dispatches, want 1", n)
+	}
+	e.srv.stop(t, syscall.SIGTERM)
 }
