@@ -436,6 +436,9 @@ func TestE2ECapabilityApprovalAttenuationRevocation(t *testing.T) {
 	if list := e.adminCLI(t, "approvals", "list"); !strings.Contains(list, g.ApprovalID) || !strings.Contains(list, "capability:"+echo) {
 		t.Fatalf("the request is not in the approvals queue: %s", list)
 	}
+	if pr := adminAt(t, e.srv.base, "GET", "/admin/v1/capabilities/requests/"+g.ApprovalID, nil); pr["reason"] != "say hello" || pr["requester"] != "jwt:ci:alice" {
+		t.Fatalf("the operator cannot see what is asked: %v", pr)
+	}
 	again, err := request(t, alice, req)
 	must(t, err)
 	if again.Status != "pending" || again.ApprovalID != g.ApprovalID {
