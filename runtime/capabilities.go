@@ -232,6 +232,13 @@ func capabilityData(e *Error) json.RawMessage {
 	return b
 }
 
+// maxReason caps a capability request's reason, and maxHolder a holder's
+// principal key.
+const (
+	maxReason = 1000
+	maxHolder = 512
+)
+
 // capRequest is capabilities/request's parameters and capability_request's
 // arguments.
 type capRequest struct {
@@ -323,6 +330,16 @@ func (r *Runtime) syncCapabilityTools() {
 	}
 }
 
+// policyListsTools reports whether the policy in force adds meta-tools
+// (capabilities, tool requests), which a policy reload may change.
+func (r *Runtime) policyListsTools() bool {
+	if r.auth.policy == nil {
+		return false
+	}
+	p := r.auth.policy.Policy()
+	return p.RequiresCapabilities() || p.SeparatesPrivileges()
+}
+
 // registerCapabilityMethods adds the custom MCP methods.
 func (r *Runtime) registerCapabilityMethods(s *mcp.Server) error {
 	if err := mcp.AddReceivingCustomMethod(s, MethodCapabilitiesRequest, func(ctx context.Context, _ *mcp.ServerSession, p *CapabilitiesRequestParams) (*CapabilitiesResult, error) {
@@ -385,6 +402,9 @@ func (r *Runtime) requestCapability(ctx context.Context, a *capRequest) (capGran
 	if a.Duration < 0 || a.MaxUses < 0 {
 		return capGrant{}, newError(CodeArgsInvalid, "duration and max_uses must not be negative")
 	}
+	if len(a.Reason) > maxReason {
+		return capGrant{}, newError(CodeArgsInvalid, "reason exceeds %d bytes", maxReason).withPath("reason")
+	}
 	life := r.caps.defaultLife
 	if a.Duration > 0 {
 		life = min(time.Duration(a.Duration)*time.Second, r.caps.maxLife)
@@ -435,6 +455,11 @@ func (r *Runtime) requestCapability(ctx context.Context, a *capRequest) (capGran
 					}
 					return capGrant{}, newError(CodeCapabilityRequestDenied, "the request cannot be queued: %v", err)
 				}
+			}
+			pr := capability.PendingRequest{ApprovalID: ap.ID, Requester: p.Key(), Tools: tools, Duration: a.Duration, MaxUses: a.MaxUses,
+				Reason: a.Reason, JKT: jkt, At: ap.RequestedAt}
+			if err := r.caps.store.SavePending(ctx, pr, time.Until(ap.ExpiresAt)+time.Minute); err != nil {
+				return capGrant{}, stateUnavailable(err)
 			}
 			recordCapability(ctx, receipts.Capability{Action: "pending", JKT: jkt, RequestID: ap.ID})
 			if c := callerOf(ctx); c != nil {
@@ -614,6 +639,9 @@ func (r *Runtime) attenuateCapability(ctx context.Context, a *capAttenuate) (cap
 	holder := a.Holder
 	if holder == "" {
 		holder = p.Key()
+	}
+	if len(holder) > maxHolder {
+		return capGrant{}, newError(CodeArgsInvalid, "holder exceeds %d bytes", maxHolder).withPath("holder")
 	}
 	if a.Duration < 0 {
 		return capGrant{}, newError(CodeArgsInvalid, "duration must not be negative").withPath("duration")

@@ -236,7 +236,7 @@ func (r *Runtime) stableAnswer(req mcp.Request) bool {
 	case *mcp.DiscoverRequest:
 		return true
 	case *mcp.ListToolsRequest:
-		return r.cfg.Mode == config.ModeGateway && len(r.cfg.Expose.Direct) == 0
+		return r.cfg.Mode == config.ModeGateway && len(r.cfg.Expose.Direct) == 0 && !r.policyListsTools()
 	}
 	return false
 }

@@ -164,6 +164,9 @@ func newAdminCmd() *cobra.Command {
 		leaf("revocations", "List the capability revocation list", cobra.NoArgs, func(c *cobra.Command, _ []string) error {
 			return call(c, http.MethodGet, "capabilities/revocations", nil)
 		}),
+		leaf("request APPROVAL_ID", "Show what a capability request awaiting approval asks for (tools, duration, uses, reason)", cobra.ExactArgs(1), func(c *cobra.Command, a []string) error {
+			return call(c, http.MethodGet, "capabilities/requests/"+a[0], nil)
+		}),
 	)
 	cmd.AddCommand(incident, kill, revoke, restore, quarantine, release, approvals, capabilities)
 	return cmd

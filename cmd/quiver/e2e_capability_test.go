@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/internal/redistest"
 	"github.com/quiver-mcp/quiver/runtime/capability"
 )
 
@@ -51,7 +52,7 @@ type capEnv struct {
 	keyFile  string
 }
 
-func startCapabilities(t *testing.T) *capEnv {
+func startCapabilities(t *testing.T, extra ...string) *capEnv {
 	t.Helper()
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(capPolicy), 0o644))
@@ -72,7 +73,7 @@ admin: {token_env: QUIVER_E2E_ADMIN_TOKEN}
 upstreams:
   - name: alpha
     command: [%q, "-name", "alpha", "-record", %q]
-`, filepath.Join(dir, "state"), upstreamBin, record)
+%s`, filepath.Join(dir, "state"), upstreamBin, record, strings.Join(extra, "\n"))
 	cfgPath := filepath.Join(dir, "quiver.yaml")
 	must(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
 	t.Setenv("QUIVER_E2E_JWT_SECRET", safetySecret)
@@ -435,6 +436,9 @@ func TestE2ECapabilityApprovalAttenuationRevocation(t *testing.T) {
 	if list := e.adminCLI(t, "approvals", "list"); !strings.Contains(list, g.ApprovalID) || !strings.Contains(list, "capability:"+echo) {
 		t.Fatalf("the request is not in the approvals queue: %s", list)
 	}
+	if pr := adminAt(t, e.srv.base, "GET", "/admin/v1/capabilities/requests/"+g.ApprovalID, nil); pr["reason"] != "say hello" || pr["requester"] != "jwt:ci:alice" {
+		t.Fatalf("the operator cannot see what is asked: %v", pr)
+	}
 	again, err := request(t, alice, req)
 	must(t, err)
 	if again.Status != "pending" || again.ApprovalID != g.ApprovalID {
@@ -665,4 +669,195 @@ func TestE2ERestrictedPrincipal(t *testing.T) {
 		!strings.Contains(data, `"fulfilled_by":"jwt:ci:op"`) || !strings.Contains(data, `"request_id":"`+id+`"`) {
 		t.Fatal("no fulfilment receipt with on_behalf_of, fulfilled_by and request_id")
 	}
+}
+
+// TestE2ECapabilityKeyRotation: `quiver capability keys rotate` adds a
+// signing key that the running gateway signs with (within seconds, no
+// restart) and publishes; tokens of the old key keep verifying until
+// `retire` removes it, after which they are refused (unknown_key).
+func TestE2ECapabilityKeyRotation(t *testing.T) {
+	e := startCapabilities(t)
+	alice := e.principal(t, "alice")
+	add := browseFirst(t, alice, "add two numbers")
+	a := newHolder(t)
+	old, err := request(t, alice, &capRequestParams{Tools: []string{add}, HolderKey: a.pub})
+	must(t, err)
+	_, oldKid, err := capability.ParseUnverified(old.Token)
+	must(t, err)
+	cli := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := runCLI(t, append([]string{"capability", "keys"}, append(args, "--key-file", e.keyFile)...)...)
+		if code != 0 {
+			t.Fatalf("capability keys %v: %d %s", args, code, errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	newKid := cli("rotate")
+	if newKid == "" || newKid == oldKid {
+		t.Fatalf("rotate printed %q (old %q)", newKid, oldKid)
+	}
+	args := map[string]any{"a": 1, "b": 2}
+	// Poll (the gateway looks at its keyring every few seconds) until a
+	// grant is signed by the new key.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		g, err := request(t, alice, &capRequestParams{Tools: []string{add}, HolderKey: a.pub})
+		must(t, err)
+		_, kid, _ := capability.ParseUnverified(g.Token)
+		if kid == newKid {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("grants are still signed by %s", kid)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if res, m := capCall(t, alice, add, args, old.Token, a.proof(t, add, args)); res.IsError {
+		t.Fatalf("a token of the old key after the rotation: %v", m)
+	}
+	if list := cli("list"); !strings.Contains(list, oldKid) || !strings.Contains(list, newKid) || strings.Contains(list, `"d"`) {
+		t.Fatalf("keys list: %s", list)
+	}
+	cli("retire", oldKid)
+	for {
+		res, m := capCall(t, alice, add, args, old.Token, a.proof(t, add, args))
+		if reasonOf(t, res, m) == capability.ReasonUnknownKey {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a token of the retired key still verifies: %v", m)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	e.srv.stop(t, syscall.SIGTERM)
+}
+
+// TestE2ECapabilityReplicasShareRedis: two replicas on one Redis with one
+// shared keyring: a proof used on one is a replay on the other, max_uses
+// counts across both, and a revocation through one refuses the very next
+// call on the other.
+func TestE2ECapabilityReplicasShareRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	t.Setenv("QUIVER_E2E_JWT_SECRET", safetySecret)
+	t.Setenv("QUIVER_E2E_ADMIN_TOKEN", safetyAdminToken)
+	shared := t.TempDir()
+	record := filepath.Join(shared, "calls.jsonl")
+	keyFile := filepath.Join(shared, "capability-keys.json")
+	var reps []*capEnv
+	for range 2 {
+		dir := t.TempDir()
+		must(t, os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(capPolicy), 0o644))
+		cfg := fmt.Sprintf(`environment: dev
+state_dir: %s
+state:
+  backend: redis
+  redis: {url: %q}
+capabilities: {key_file: %q}
+auth:
+  issuers:
+    - name: ci
+      iss: quiver-ci
+      audiences: [quiver]
+      alg: HS256
+      hs256_secret_env: QUIVER_E2E_JWT_SECRET
+policy: {file: policy.yaml}
+admin: {token_env: QUIVER_E2E_ADMIN_TOKEN}
+upstreams:
+  - name: alpha
+    command: [%q, "-name", "alpha", "-record", %q]
+`, filepath.Join(dir, "state"), rs.URL(), keyFile, upstreamBin, record)
+		path := filepath.Join(dir, "quiver.yaml")
+		must(t, os.WriteFile(path, []byte(cfg), 0o644))
+		reps = append(reps, &capEnv{srv: startHTTP(t, "--config", path), dir: dir, record: record})
+	}
+	a, b := reps[0], reps[1]
+	onA, onB := a.principal(t, "alice"), b.principal(t, "alice")
+	add := browseFirst(t, onA, "add two numbers")
+	h := newHolder(t)
+	g, err := request(t, onA, &capRequestParams{Tools: []string{add}, MaxUses: 3, HolderKey: h.pub})
+	must(t, err)
+	args := map[string]any{"a": 1, "b": 2}
+
+	p1 := h.proof(t, add, args)
+	if res, m := capCall(t, onA, add, args, g.Token, p1); res.IsError {
+		t.Fatalf("use 1 on A: %v", m)
+	}
+	if res, m := capCall(t, onB, add, args, g.Token, p1); reasonOf(t, res, m) != capability.ReasonProofReplayed {
+		t.Fatalf("A's proof replayed on B: %v", m)
+	}
+	if res, m := capCall(t, onB, add, args, g.Token, h.proof(t, add, args)); res.IsError {
+		t.Fatalf("use 2 on B: %v", m)
+	}
+	if res, m := capCall(t, onA, add, args, g.Token, h.proof(t, add, args)); res.IsError {
+		t.Fatalf("use 3 on A: %v", m)
+	}
+	if res, m := capCall(t, onB, add, args, g.Token, h.proof(t, add, args)); reasonOf(t, res, m) != capability.ReasonUsesExhausted {
+		t.Fatalf("use 4 on B: %v", m)
+	}
+	g2, err := request(t, onB, &capRequestParams{Tools: []string{add}, HolderKey: h.pub})
+	must(t, err)
+	if res, m := capCall(t, onA, add, args, g2.Token, h.proof(t, add, args)); res.IsError {
+		t.Fatalf("B's token on A: %v", m)
+	}
+	adminAt(t, a.srv.base, "POST", "/admin/v1/capabilities/revocations", map[string]string{"jti": g2.JTI})
+	if res, m := capCall(t, onB, add, args, g2.Token, h.proof(t, add, args)); reasonOf(t, res, m) != capability.ReasonRevoked {
+		t.Fatalf("revoked on A, used on B: %v", m)
+	}
+	if n := a.dispatches(t, "add"); n != 4 {
+		t.Fatalf("%d dispatches, want 4", n)
+	}
+}
+
+// TestE2ECapabilityDirectAndDryRun: a directly exposed tool takes the
+// token and proof in its call's _meta like tool_execute; a dry run checks
+// a token without using it (no proof consumed, no use counted).
+func TestE2ECapabilityDirectAndDryRun(t *testing.T) {
+	e := startCapabilities(t, `expose: {direct: ["alpha:add*"]}`)
+	alice := e.principal(t, "alice")
+	direct := idWithPrefix(listNames(t, alice), "alpha")
+	if !strings.Contains(direct, "add") {
+		t.Fatalf("add is not listed directly: %v", listNames(t, alice))
+	}
+	add := browseFirst(t, alice, "add two numbers")
+	h := newHolder(t)
+	g, err := request(t, alice, &capRequestParams{Tools: []string{add}, MaxUses: 1, HolderKey: h.pub})
+	must(t, err)
+	args := map[string]any{"a": 20, "b": 22}
+	call := func(meta mcp.Meta) (*mcp.CallToolResult, map[string]any) {
+		res, err := alice.CallTool(context.Background(), &mcp.CallToolParams{Name: direct, Arguments: args, Meta: meta})
+		must(t, err)
+		var m map[string]any
+		b, _ := json.Marshal(res.StructuredContent)
+		json.Unmarshal(b, &m)
+		return res, m
+	}
+	if res, m := call(nil); reasonOf(t, res, m) != capability.ReasonMissing {
+		t.Fatalf("direct call without a token: %v", m)
+	}
+	// A dry run with the token: the capability check passes and uses
+	// nothing; without it, the check fails.
+	_, m := callTool(t, alice, "tool_execute", map[string]any{"tool_id": add, "args": args, "dry_run": true})
+	if m["allowed"] != false || !strings.Contains(fmt.Sprint(m["checks"]), "capability") {
+		t.Fatalf("dry run without a token: %v", m)
+	}
+	res, err := alice.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool_execute",
+		Arguments: map[string]any{"tool_id": add, "args": args, "dry_run": true}, Meta: mcp.Meta{"dev.quiver-mcp/capability": g.Token}})
+	must(t, err)
+	b, _ := json.Marshal(res.StructuredContent)
+	json.Unmarshal(b, &m)
+	if m["allowed"] != true {
+		t.Fatalf("dry run with the token: %v", m)
+	}
+	// The one use is still there for the real call.
+	proof := h.proof(t, add, args)
+	if res, m := call(mcp.Meta{"dev.quiver-mcp/capability": g.Token, "dev.quiver-mcp/capability_proof": proof}); res.IsError {
+		t.Fatalf("direct call with the token: %v", m)
+	}
+	if res, m := call(mcp.Meta{"dev.quiver-mcp/capability": g.Token, "dev.quiver-mcp/capability_proof": h.proof(t, add, args)}); reasonOf(t, res, m) != capability.ReasonUsesExhausted {
+		t.Fatalf("second direct call: %v", m)
+	}
+	if n := e.dispatches(t, "add"); n != 1 {
+		t.Fatalf("%d dispatches, want 1", n)
+	}
+	e.srv.stop(t, syscall.SIGTERM)
 }

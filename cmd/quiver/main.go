@@ -76,6 +76,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newReceiptsCmd())
 	root.AddCommand(newAdminCmd())
 	root.AddCommand(newEvalCmd())
+	root.AddCommand(newCapabilityCmd())
 	root.AddCommand(newVersionCmd())
 	root.AddCommand(newRegistryCmd())
 	return root

@@ -13,6 +13,7 @@ import (
 //	GET    /admin/v1/capabilities                   live tokens (ids, holders, thumbprints; never token text)
 //	GET    /admin/v1/capabilities/revocations       the revocation list
 //	POST   /admin/v1/capabilities/revocations       {"jti" | "holder" | "kid", "reason"?}
+//	GET    /admin/v1/capabilities/requests/{id}     what the capability request awaiting approval id asks
 //	GET    /admin/v1/tool-requests                  restricted principals' requests
 //
 // A revocation is in force at the next call on every replica; revoking a
@@ -25,6 +26,7 @@ func (h *handler) capabilityRoutes() {
 	m.HandleFunc("GET /admin/v1/capabilities", h.op("admin/capabilities.list", h.listCapabilities))
 	m.HandleFunc("GET /admin/v1/capabilities/revocations", h.op("admin/capabilities.revocations", h.listCapabilityRevocations))
 	m.HandleFunc("POST /admin/v1/capabilities/revocations", h.op("admin/capability.revoke", h.revokeCapability))
+	m.HandleFunc("GET /admin/v1/capabilities/requests/{id}", h.op("admin/capability_request.get", h.getCapabilityRequest))
 	if h.o.ToolRequests != nil {
 		m.HandleFunc("GET /admin/v1/tool-requests", h.op("admin/tool_requests.list", h.listToolRequests))
 	}
@@ -56,6 +58,20 @@ func (h *handler) listCapabilities(r *http.Request, _ caller) (string, int, any,
 		return "", 0, nil, classify(err)
 	}
 	return "", http.StatusOK, map[string]any{"capabilities": recs}, nil
+}
+
+// getCapabilityRequest shows what a capability request awaiting approval
+// asks for (the approval names only the tools).
+func (h *handler) getCapabilityRequest(r *http.Request, _ caller) (string, int, any, error) {
+	id := r.PathValue("id")
+	p, ok, err := h.o.Capabilities.Pending(r.Context(), id)
+	switch {
+	case err != nil:
+		return id, 0, nil, classify(err)
+	case !ok:
+		return id, 0, nil, &apiError{status: http.StatusNotFound, code: "not_found", msg: "no capability request for this approval"}
+	}
+	return id, http.StatusOK, p, nil
 }
 
 func (h *handler) listCapabilityRevocations(r *http.Request, _ caller) (string, int, any, error) {

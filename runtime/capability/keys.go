@@ -55,7 +55,7 @@ func OpenKeyring(path string) (*Keyring, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("capability keys: %w", err)
 		}
-		if _, err := RotateKeyFile(path); err != nil {
+		if err := createKeyFile(path); err != nil {
 			return nil, err
 		}
 	}
@@ -150,6 +150,7 @@ func (k *Keyring) set(kf KeyFile) error {
 
 // signer returns the key that signs new tokens.
 func (k *Keyring) signer() *signingKey {
+	k.refresh()
 	k.mu.RLock()
 	defer k.mu.RUnlock()
 	return k.current
@@ -158,22 +159,18 @@ func (k *Keyring) signer() *signingKey {
 // CurrentKID names the key that signs new tokens.
 func (k *Keyring) CurrentKID() string { return k.signer().kid }
 
-// reloadEvery bounds how often an unknown kid makes the keyring look at its
-// file again, so a flood of forged kids costs one stat per interval.
+// reloadEvery bounds how often a keyring read from a file looks at it
+// again: a rotation or a retirement (`quiver capability keys`, by any
+// process sharing the file) is in force within this long, without a
+// restart. (Revoking a kid, through the state backend, is in force at the
+// next call.)
 const reloadEvery = 5 * time.Second
 
-// lookup returns the public key of kid. An unknown kid re-reads the file
-// when it changed (a rotation by another process), at most once per
-// reloadEvery.
-func (k *Keyring) lookup(kid string) (ed25519.PublicKey, bool) {
-	k.mu.RLock()
-	sk, ok := k.keys[kid]
-	k.mu.RUnlock()
-	if ok {
-		return sk.pub, true
-	}
+// refresh re-reads the keyring file when it changed, at most once per
+// reloadEvery. A file that no longer loads leaves the keys in force.
+func (k *Keyring) refresh() {
 	if k.path == "" {
-		return nil, false
+		return
 	}
 	k.mu.Lock()
 	now := time.Now()
@@ -184,11 +181,16 @@ func (k *Keyring) lookup(kid string) (ed25519.PublicKey, bool) {
 	mtime := k.mtime
 	k.mu.Unlock()
 	if !stale {
-		return nil, false
+		return
 	}
-	if fi, err := os.Stat(k.path); err != nil || fi.ModTime().Equal(mtime) || k.load() != nil {
-		return nil, false
+	if fi, err := os.Stat(k.path); err == nil && !fi.ModTime().Equal(mtime) {
+		_ = k.load()
 	}
+}
+
+// lookup returns the public key of kid.
+func (k *Keyring) lookup(kid string) (ed25519.PublicKey, bool) {
+	k.refresh()
 	k.mu.RLock()
 	defer k.mu.RUnlock()
 	if sk, ok := k.keys[kid]; ok {
@@ -272,6 +274,29 @@ func RetireKey(path, kid string) error {
 	}
 	kf.Keys = out
 	return writeKeyFile(path, kf)
+}
+
+// createKeyFile writes a keyring of one new key at path unless a file is
+// there already: replicas starting at once on a shared key_file end up
+// with the one keyring the first of them made.
+func createKeyFile(path string) error {
+	j, err := newKey()
+	if err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(KeyFile{Keys: []JWK{j}}, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + "." + j.Kid + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("capability keys: %w", err)
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("capability keys: %w", err)
+	}
+	return nil
 }
 
 func writeKeyFile(path string, kf KeyFile) error {

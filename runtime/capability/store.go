@@ -190,6 +190,49 @@ func (s *Store) Records(ctx context.Context) ([]Record, error) {
 	return out, nil
 }
 
+// PendingRequest is what an operator sees of a capability request that
+// waits for approval: the approval's id names it.
+type PendingRequest struct {
+	ApprovalID string    `json:"approval_id"`
+	Requester  string    `json:"requester"`
+	Tools      []string  `json:"tools"`
+	Duration   int64     `json:"duration,omitempty"`
+	MaxUses    int       `json:"max_uses,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	JKT        string    `json:"jkt"`
+	At         time.Time `json:"requested_at"`
+}
+
+// SavePending keeps a pending capability request's details for operators,
+// as long as its approval may wait (ttl).
+func (s *Store) SavePending(ctx context.Context, p PendingRequest, ttl time.Duration) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return s.kv.Set(ctx, requestPrefix+p.ApprovalID, b, ttl)
+}
+
+// Pending returns the details of the capability request an approval is
+// for.
+func (s *Store) Pending(ctx context.Context, approvalID string) (PendingRequest, bool, error) {
+	if state.CheckKey(requestPrefix+approvalID) != nil {
+		return PendingRequest{}, false, nil
+	}
+	b, err := s.kv.Get(ctx, requestPrefix+approvalID)
+	if errors.Is(err, state.ErrNotFound) {
+		return PendingRequest{}, false, nil
+	}
+	if err != nil {
+		return PendingRequest{}, false, err
+	}
+	var p PendingRequest
+	if err := json.Unmarshal(b, &p); err != nil {
+		return PendingRequest{}, false, err
+	}
+	return p, true, nil
+}
+
 // Revocation kinds.
 const (
 	RevokeJTI    = "jti"

@@ -132,7 +132,11 @@ func (v *Validator) token(token string) (*Claims, *Refusal) {
 	}
 	sum := sha256.Sum256([]byte(token))
 	if c, ok := v.verified.Get(sum); ok {
-		return c, nil
+		// The key that signed it may have been retired since.
+		if _, known := v.keys.lookup(c.kid); known {
+			return c, nil
+		}
+		v.verified.Remove(sum)
 	}
 	c, reason, err := parseToken(v.keys, token)
 	if err != nil {
