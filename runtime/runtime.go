@@ -158,6 +158,12 @@ type Runtime struct {
 	rec      recorder
 	admin    http.Handler
 
+	// live is the configuration in force after the last Apply (nil: cfg).
+	live atomic.Pointer[config.Config]
+	// policyWatch ends the watch of the policy file in force (Start and
+	// Apply, under applyMu).
+	policyWatch context.CancelFunc
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }

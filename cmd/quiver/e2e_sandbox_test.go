@@ -409,9 +409,12 @@ func TestE2ESandboxNPMFilesystem(t *testing.T) {
 	outside := filepath.Join(dir, "outside.txt")
 	must(t, os.WriteFile(outside, []byte("outside-content"), 0o644))
 	cfg := filepath.Join(dir, "quiver.yaml")
+	// npx may take long to fetch the server: requests wait for it (the
+	// first catalog) up to listen.ready_timeout.
 	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf(`mode: direct
 environment: dev
 state_dir: %s
+listen: {ready_timeout: 180s}
 firewall: {enabled: false}
 upstreams:
   - name: files
