@@ -72,6 +72,19 @@ func TestApply(t *testing.T) {
 		t.Fatalf("changed beta: %+v %v", a, err)
 	}
 
+	// Rate limits change live: the session may browse once more.
+	limited := changed
+	limited.RateLimits = map[string]config.RateLimit{ToolBrowse: {MaxCallsPerSession: 1}}
+	if _, err := rt.Apply(ctx, &limited); err != nil {
+		t.Fatal(err)
+	}
+	call(t, cs, ToolBrowse, map[string]any{"query": "add"})
+	wantError(t, cs, ToolBrowse, map[string]any{"query": "add"}, CodeRateLimited)
+	if _, err := rt.Apply(ctx, &changed); err != nil {
+		t.Fatal(err)
+	}
+	call(t, cs, ToolBrowse, map[string]any{"query": "add"})
+
 	// A policy where there was none is no live change.
 	withPolicy := changed
 	withPolicy.Policy.File = filepath.Join(t.TempDir(), "policy.yaml")
