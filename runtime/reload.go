@@ -12,6 +12,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/config"
 	"github.com/quiver-mcp/quiver/runtime/controls"
 	"github.com/quiver-mcp/quiver/runtime/policy"
+	"github.com/quiver-mcp/quiver/runtime/upstream"
 )
 
 // Applied is what Apply changed.
@@ -156,6 +157,7 @@ func (r *Runtime) Apply(ctx context.Context, cfg *config.Config) (Applied, error
 		r.log.Error("catalog rebuild after reload failed; serving the previous catalog", "err", err)
 	}
 	if len(retired) > 0 {
+		removed := out.Removed
 		r.wg.Go(func() {
 			select {
 			case <-time.After(retireGrace):
@@ -163,6 +165,16 @@ func (r *Runtime) Apply(ctx context.Context, cfg *config.Config) (Applied, error
 			}
 			for _, e := range retired {
 				r.retire(e)
+			}
+			for _, name := range removed {
+				r.met.forget(name)
+			}
+			// A restarted upstream's old client reported itself closed
+			// last; its liveness is its successor's.
+			for _, e := range r.upstreams() {
+				if e.client != nil && slices.ContainsFunc(retired, func(o *upstreamEntry) bool { return o.name() == e.name() }) {
+					r.met.live(e.name(), e.client.State().Status == upstream.StatusReady)
+				}
 			}
 		})
 	}

@@ -170,3 +170,17 @@ func TestE2EReloadUnderLoad(t *testing.T) {
 	}
 	srv.stop(t, syscall.SIGTERM)
 }
+
+// TestE2EReloadWithoutFile: quiver serving a --catalog has no file to
+// reload; SIGHUP is logged and the process serves on.
+func TestE2EReloadWithoutFile(t *testing.T) {
+	srv := startHTTP(t, "--gateway", "--catalog", mustAbs(t, "../../runtime/testdata/fleet.json"))
+	if err := srv.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, srv, 1, "reload requested, but quiver serves without a configuration file")
+	if id := browseFirst(t, srv.session(t), "weather forecast"); !strings.HasPrefix(id, "weather:") {
+		t.Fatalf("after SIGHUP: %s", id)
+	}
+	srv.stop(t, syscall.SIGTERM)
+}
