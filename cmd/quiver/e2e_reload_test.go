@@ -78,7 +78,10 @@ func TestE2EReloadUnderLoad(t *testing.T) {
 	fleet := mustAbs(t, "../../runtime/testdata/fleet.json")
 	static := fmt.Sprintf("  - name: fleet\n    catalog: %q\n", fleet)
 	dir, write := reloadFiles(t)
-	write(liveEntry("alpha")+liveEntry("gone")+static, "p1.yaml", "")
+	// A long ready_timeout: a reload waits for beta however loaded the
+	// machine is.
+	slow := "listen: {ready_timeout: 120s}\n"
+	write(liveEntry("alpha")+liveEntry("gone")+static, "p1.yaml", slow)
 	srv := startHTTP(t, "--config", filepath.Join(dir, "quiver.yaml"))
 	cs := srv.session(t)
 	if _, h := callTool(t, cs, "tool_hydrate", map[string]any{"tool_id": "gone:echo"}); h["id"] == nil {
@@ -132,7 +135,7 @@ func TestE2EReloadUnderLoad(t *testing.T) {
 	moreCalls(20)
 
 	// 1. The file changes: beta added, gone removed, policy p2.
-	write(liveEntry("alpha")+liveEntry("beta")+static, "p2.yaml", "")
+	write(liveEntry("alpha")+liveEntry("beta")+static, "p2.yaml", slow)
 	waitLog(t, srv, 1, "configuration reloaded", "trigger=file", "added beta", "removed gone", "policy p2")
 	moreCalls(20)
 	if _, h := callTool(t, cs, "tool_hydrate", map[string]any{"tool_id": "beta:echo"}); h["id"] == nil {
