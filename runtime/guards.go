@@ -170,7 +170,7 @@ func (r *Runtime) frontDoor() (*guard.Gate, *guard.Registry) {
 		return guard.UnavailableGate(r.cfg.Environment), pinned
 	}
 	if pinned != nil && reg.Version() != pinned.Version() {
-		r.log.Error("the tool registry changed since quiver started; every tool_execute is refused (REGISTRY_VERSION_MISMATCH) until quiver restarts and pins it",
+		r.log.Error("the tool registry changed since quiver started; every tool_execute is refused (REGISTRY_VERSION_MISMATCH) until a reload (SIGHUP) or a restart pins it",
 			"pinned", pinned.Version(), "current", reg.Version())
 	}
 	return guard.NewGate(reg, r.cfg.Environment), reg

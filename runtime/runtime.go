@@ -66,7 +66,7 @@ type Deps struct {
 	// pins the result in the connector layer; every catalog rebuild loads
 	// them again for the front door and the cards, so a registry changed
 	// while quiver runs is refused (REGISTRY_VERSION_MISMATCH) until a
-	// restart pins it.
+	// reload (Apply) or a restart pins it.
 	Registry func() (*guard.Registry, error)
 	// Catalogs are static catalogs by upstream name, served instead of
 	// the upstream's catalog file or transport (tests, benchmarks).
