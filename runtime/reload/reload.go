@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -121,14 +122,20 @@ func statFile(path string) stamp {
 	return stamp{mod: st.ModTime(), size: st.Size()}
 }
 
-// sumFile is the sha256 of the file's content, nil when it cannot be read.
+// sumFile is the sha256 of the file's content (of its first
+// config.MaxFileSize+1 bytes: a larger file is refused by Load anyway),
+// nil when it cannot be read.
 func sumFile(path string) []byte {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil
 	}
-	s := sha256.Sum256(data)
-	return s[:]
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, config.MaxFileSize+1)); err != nil {
+		return nil
+	}
+	return h.Sum(nil)
 }
 
 // oneLine keeps an error to one log line.
