@@ -67,7 +67,7 @@ upstreams:
 	if l := rateLimits(rt.cfg); l["tool_execute"] != (controls.Limit{PerMinute: 5}) || l["tool:math:*"] != (controls.Limit{PerSession: 2}) {
 		t.Fatalf("rate limits %+v", l)
 	}
-	reg, err := rt.loadRegistry(rt.cfg.Registry)
+	reg, err := rt.loadRegistry(rt.cfg.Registry, rt.upstreams())
 	if err != nil || reg.ClassOf("math", "add") != guard.ClassRead {
 		t.Fatalf("registry %v %v", reg, err)
 	}
@@ -80,7 +80,7 @@ upstreams:
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err = rt.loadRegistry(rt.cfg.Registry)
+	reg, err = rt.loadRegistry(rt.cfg.Registry, rt.upstreams())
 	if err != nil {
 		t.Fatal(err)
 	}

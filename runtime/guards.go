@@ -99,14 +99,15 @@ func rateLimits(cfg *config.Config) map[string]controls.Limit {
 }
 
 // loadRegistry loads the registry: Deps.Registry, else the configured
-// globs, else an empty registry.
-func (r *Runtime) loadRegistry(globs []string) (*guard.Registry, error) {
+// globs, else an empty registry; the manifests of the cli upstreams among
+// entries join it.
+func (r *Runtime) loadRegistry(globs []string, entries []*upstreamEntry) (*guard.Registry, error) {
 	load := r.deps.Registry
 	if load == nil && len(globs) > 0 {
 		load = func() (*guard.Registry, error) { return guard.LoadRegistry(globs) }
 	}
 	var cli []*guard.Manifest
-	for _, e := range r.upstreams() {
+	for _, e := range entries {
 		if e.manifest != nil {
 			cli = append(cli, e.manifest)
 		}
@@ -121,12 +122,12 @@ func (r *Runtime) loadRegistry(globs []string) (*guard.Registry, error) {
 	return reg.Extend(cli...)
 }
 
-// pinRegistry loads the registry from globs and pins it in a connector
-// layer, and opens the idempotency store when the registry classifies any
-// tool write; cfg gives the timings of the writes. The caller puts the
-// result in force.
-func (r *Runtime) pinRegistry(globs []string, cfg *config.Config) (*pinned, error) {
-	reg, err := r.loadRegistry(globs)
+// pinRegistry loads the registry from globs and the cli upstreams among
+// entries, pins it in a connector layer, and opens the idempotency store
+// when the registry classifies any tool write; cfg gives the timings of
+// the writes. The caller puts the result in force.
+func (r *Runtime) pinRegistry(globs []string, entries []*upstreamEntry, cfg *config.Config) (*pinned, error) {
+	reg, err := r.loadRegistry(globs, entries)
 	if err != nil {
 		return nil, fmt.Errorf("tool registry: %w", err)
 	}
@@ -169,13 +170,13 @@ func (r *Runtime) frontDoor() (*guard.Gate, *guard.Registry) {
 	if pn := r.pins.Load(); pn != nil {
 		pinned, globs = pn.connector.Pinned(), pn.globs
 	}
-	reg, err := r.loadRegistry(globs)
+	reg, err := r.loadRegistry(globs, r.upstreams())
 	if err != nil {
 		r.log.Error("loading the tool registry failed; every tool_execute is refused (REGISTRY_VERSION_MISMATCH) until it loads again", "err", err)
 		return guard.UnavailableGate(r.cfg.Environment), pinned
 	}
 	if pinned != nil && reg.Version() != pinned.Version() {
-		r.log.Error("the tool registry differs from the pinned one; every tool_execute is refused (REGISTRY_VERSION_MISMATCH) until the registry watch pins it",
+		r.log.Error("the tool registry differs from the pinned one; every tool_execute is refused (REGISTRY_VERSION_MISMATCH) until the registry watch or a reload pins it",
 			"pinned", pinned.Version(), "current", reg.Version())
 	}
 	return guard.NewGate(reg, r.cfg.Environment), reg

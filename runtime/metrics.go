@@ -129,6 +129,21 @@ func (m *metrics) upstreamState(st upstream.State) {
 	m.upstream.WithLabelValues(st.Name).Set(up)
 }
 
+// live sets an upstream's liveness gauge.
+func (m *metrics) live(name string, up bool) {
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.upstream.WithLabelValues(name).Set(v)
+}
+
+// forget drops the series of an upstream no longer configured.
+func (m *metrics) forget(name string) {
+	m.upstream.DeleteLabelValues(name)
+	m.restarts.DeleteLabelValues(name)
+}
+
 func (m *metrics) withheld(n int) { m.withheldN.Set(float64(n)) }
 
 // sessionsOpen publishes the number of MCP sessions the HTTP listener

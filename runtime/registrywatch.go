@@ -81,7 +81,7 @@ func (r *Runtime) applyRegistry(failed string) string {
 		return ""
 	}
 	old := pn.connector.Pinned().Version()
-	reg, err := r.loadRegistry(pn.globs)
+	reg, err := r.loadRegistry(pn.globs, r.upstreams())
 	if err != nil {
 		pn.connector.Fail()
 		if msg := err.Error(); msg != failed {

@@ -67,7 +67,7 @@ type Deps struct {
 	// pins the result in the connector layer; every catalog rebuild loads
 	// them again for the front door and the cards, so a registry changed
 	// while quiver runs is refused (REGISTRY_VERSION_MISMATCH) until a
-	// restart pins it.
+	// reload (Apply) or a restart pins it.
 	Registry func() (*guard.Registry, error)
 	// Catalogs are static catalogs by upstream name, served instead of
 	// the upstream's catalog file or transport (tests, benchmarks).
@@ -171,6 +171,12 @@ type Runtime struct {
 	// caps issues and checks capability tokens (spec 004); opened by
 	// Start.
 	caps *capabilities
+
+	// live is the configuration in force after the last Apply (nil: cfg).
+	live atomic.Pointer[config.Config]
+	// policyWatch ends the watch of the policy file in force (Start and
+	// Apply, under applyMu).
+	policyWatch context.CancelFunc
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -369,7 +375,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if r.mrtr.holds, err = protocol.NewHolds(protocol.HoldOptions{Timeout: time.Duration(r.cfg.Listen.MRTRHold)}); err != nil {
 		return err
 	}
-	pn, err := r.pinRegistry(r.cfg.Registry, r.cfg)
+	pn, err := r.pinRegistry(r.cfg.Registry, r.upstreams(), r.cfg)
 	if err != nil {
 		return err
 	}

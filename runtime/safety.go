@@ -64,19 +64,7 @@ func (r *Runtime) openSafety(ctx context.Context) error {
 		return fmt.Errorf("receipts: %w", err)
 	}
 	if o.Policy.File != "" {
-		interval := time.Duration(o.Policy.WatchInterval)
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			_ = r.auth.policy.Watch(ctx, o.Policy.File, policy.WatchOptions{Interval: interval, OnChange: func(p *policy.Policy, err error) {
-				if err != nil {
-					r.log.Error("policy file not reloaded; the policy in force stays", "file", o.Policy.File, "err", err)
-					return
-				}
-				r.log.Info("policy reloaded", "policy_id", p.ID, "version", p.Version)
-				r.syncCapabilityTools()
-			}})
-		}()
+		r.watchPolicy(ctx, o.Policy)
 	} else if r.auth.policy == nil {
 		r.log.Warn("no policy configured: every principal sees and calls every tool; configure policy.file for default-deny authorization")
 	}
@@ -102,6 +90,27 @@ func (r *Runtime) openSafety(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// watchPolicy keeps the policy engine in step with the policy file p
+// names until ctx ends or the next watchPolicy call (Apply, for another
+// file) replaces the watch.
+func (r *Runtime) watchPolicy(ctx context.Context, p config.Policy) {
+	if r.policyWatch != nil {
+		r.policyWatch()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r.policyWatch = cancel
+	r.wg.Go(func() {
+		_ = r.auth.policy.Watch(ctx, p.File, policy.WatchOptions{Interval: time.Duration(p.WatchInterval), OnChange: func(np *policy.Policy, err error) {
+			if err != nil {
+				r.log.Error("policy file not reloaded; the policy in force stays", "file", p.File, "err", err)
+				return
+			}
+			r.log.Info("policy reloaded", "policy_id", np.ID, "version", np.Version)
+			r.syncCapabilityTools()
+		}})
+	})
 }
 
 // closeSafety flushes the receipts and closes the stores.

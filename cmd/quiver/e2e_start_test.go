@@ -126,27 +126,39 @@ func TestE2EStartDoesNotWaitForUpstreams(t *testing.T) {
 func TestE2EStartAnswersFromWhatIsReady(t *testing.T) {
 	srv := startHTTP(t, "--config", startConfig(t, "1s"))
 	cs := srv.session(t)
-	res, m := callTool(t, cs, "tool_browse", map[string]any{"query": "add two numbers; weather forecast", "top_k": 10})
-	if res.IsError {
-		t.Fatalf("browse: %v", m)
-	}
-	var ids []string
-	for _, c := range m["cards"].([]any) {
-		ids = append(ids, c.(map[string]any)["id"].(string))
-	}
-	if !strings.Contains(strings.Join(ids, " "), "weather:") {
-		t.Fatalf("the static fleet is missing: %v", ids)
-	}
-	notes := map[string]string{}
-	for _, n := range m["upstreams_not_ready"].([]any) {
-		n := n.(map[string]any)
-		notes[n["name"].(string)] = n["state"].(string)
-	}
-	if notes["hang"] != "starting" || notes["missing"] != "failed" || notes["alpha"] != "" {
-		t.Fatalf("upstreams_not_ready = %v", notes)
-	}
-	if text := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(text, "still starting: hang") || !strings.Contains(text, "failed: missing") {
-		t.Fatalf("browse text does not say what is missing:\n%s", text)
+	// Each answer tells the states of that moment: browse until alpha is
+	// up and missing has failed (hang never comes up).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, m := callTool(t, cs, "tool_browse", map[string]any{"query": "add two numbers; weather forecast", "top_k": 10})
+		if res.IsError {
+			t.Fatalf("browse: %v", m)
+		}
+		var ids []string
+		for _, c := range m["cards"].([]any) {
+			ids = append(ids, c.(map[string]any)["id"].(string))
+		}
+		if !strings.Contains(strings.Join(ids, " "), "weather:") {
+			t.Fatalf("the static fleet is missing: %v", ids)
+		}
+		notes := map[string]string{}
+		for _, n := range m["upstreams_not_ready"].([]any) {
+			n := n.(map[string]any)
+			notes[n["name"].(string)] = n["state"].(string)
+		}
+		if notes["hang"] != "starting" {
+			t.Fatalf("upstreams_not_ready = %v", notes)
+		}
+		if notes["missing"] == "failed" && notes["alpha"] == "" {
+			if text := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(text, "still starting: hang") || !strings.Contains(text, "failed: missing") {
+				t.Fatalf("browse text does not say what is missing:\n%s", text)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("upstreams_not_ready = %v\n%s", notes, srv.log())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if log := srv.log(); !strings.Contains(log, "upstream not ready at the first catalog") || !strings.Contains(log, "upstream=hang") {
 		t.Fatalf("no log line names the upstream still starting:\n%s", log)

@@ -9,11 +9,13 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/quiver-mcp/quiver/runtime"
 	"github.com/quiver-mcp/quiver/runtime/config"
 	"github.com/quiver-mcp/quiver/runtime/guard"
+	"github.com/quiver-mcp/quiver/runtime/reload"
 	"github.com/spf13/cobra"
 )
 
@@ -28,7 +30,31 @@ func newServeCmd() *cobra.Command {
 		Short: "Serve the fleet over MCP (stdio by default, --http ADDR for streamable HTTP)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// flags puts the command line's choices over a loaded
+			// configuration, at start and at every reload.
+			flags := func(cfg *config.Config) *config.Config {
+				switch {
+				case gateway:
+					cfg.Mode = config.ModeGateway
+				case proxy:
+					cfg.Mode = config.ModeProxy
+				case direct:
+					cfg.Mode = config.ModeDirect
+				}
+				if httpAddr != "" {
+					cfg.Listen.Transport = config.TransportHTTP
+					cfg.Listen.Addr = httpAddr
+				}
+				// --insecure and the file's insecure: true accept plain
+				// HTTP off loopback, as the listener and toward upstreams.
+				cfg.Insecure = cfg.Insecure || insecure
+				return cfg
+			}
+			if btoi(gateway)+btoi(proxy)+btoi(direct) > 1 {
+				return usageError(errors.New("give one of --gateway, --proxy and --direct"))
+			}
 			var cfg *config.Config
+			var load func() (*config.Config, error)
 			switch {
 			case cfgFile != "" && catalogFile != "":
 				return usageError(errors.New("give --config or --catalog, not both"))
@@ -38,7 +64,16 @@ func newServeCmd() *cobra.Command {
 				default:
 					return usageError(fmt.Errorf("--env must be dev or prod, not %q", env))
 				}
-				c, err := config.LoadWith(cfgFile, config.LoadOptions{Environment: guard.Environment(env)})
+				// A reload reads the file as the start did: a client's
+				// file keeps the --env it was served with.
+				load = func() (*config.Config, error) {
+					c, err := config.LoadWith(cfgFile, config.LoadOptions{Environment: guard.Environment(env)})
+					if err != nil {
+						return nil, err
+					}
+					return flags(c), nil
+				}
+				c, err := load()
 				if err != nil {
 					return usageError(err)
 				}
@@ -48,31 +83,14 @@ func newServeCmd() *cobra.Command {
 				announceImport(cmd.ErrOrStderr(), cfgFile, c)
 				cfg = c
 			case catalogFile != "":
-				cfg = config.FromCatalog(catalogFile)
+				cfg = flags(config.FromCatalog(catalogFile))
 			default:
 				return usageError(errors.New("give --config FILE or --catalog FILE"))
 			}
-			switch {
-			case btoi(gateway)+btoi(proxy)+btoi(direct) > 1:
-				return usageError(errors.New("give one of --gateway, --proxy and --direct"))
-			case gateway:
-				cfg.Mode = config.ModeGateway
-			case proxy:
-				cfg.Mode = config.ModeProxy
-			case direct:
-				cfg.Mode = config.ModeDirect
-			}
-			if httpAddr != "" {
-				cfg.Listen.Transport = config.TransportHTTP
-				cfg.Listen.Addr = httpAddr
-			}
-			// --insecure and the file's insecure: true accept plain HTTP
-			// off loopback, as the listener and toward upstreams.
-			cfg.Insecure = cfg.Insecure || insecure
 			if cfg.Listen.Transport == config.TransportHTTP && cfg.Listen.TLS == nil && !cfg.Insecure && !loopback(cfg.Listen.Addr) {
 				return usageError(fmt.Errorf("refusing to serve HTTP on non-loopback address %s without TLS: configure listen.tls or pass --insecure", cfg.Listen.Addr))
 			}
-			return serve(cmd.Context(), cfg, cmd.ErrOrStderr())
+			return serve(cmd.Context(), cfg, load, cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -89,13 +107,18 @@ func newServeCmd() *cobra.Command {
 
 // serve builds the runtime from cfg and serves it until the client leaves
 // (stdio) or SIGINT/SIGTERM arrives; upstream children are reaped on the
-// way out.
-func serve(parent context.Context, cfg *config.Config, logOut interface{ Write([]byte) (int, error) }) error {
+// way out. SIGHUP and changes of the configuration file reload it with
+// load (nil: there is no file to reload).
+func serve(parent context.Context, cfg *config.Config, load func() (*config.Config, error), logOut interface{ Write([]byte) (int, error) }) error {
 	if parent == nil {
 		parent = context.Background()
 	}
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP would end the process; it asks for a reload instead.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	// Logs go to stderr: on stdio, stdout carries the protocol.
 	hopts := &slog.HandlerOptions{Level: cfg.Log.SlogLevel()}
@@ -124,6 +147,23 @@ func serve(parent context.Context, cfg *config.Config, logOut interface{ Write([
 	if err := rt.Start(ctx); err != nil {
 		return err
 	}
+	rctx, stopReload := context.WithCancel(ctx)
+	var reloads sync.WaitGroup
+	defer reloads.Wait()
+	defer stopReload()
+	reloads.Go(func() {
+		if load == nil {
+			for {
+				select {
+				case <-hup:
+					log.Warn("reload requested, but quiver serves without a configuration file; nothing to reload")
+				case <-rctx.Done():
+					return
+				}
+			}
+		}
+		reload.Run(rctx, rt, reload.Options{File: cfg.Source, Load: load, Signals: hup, Logger: log})
+	})
 	switch cfg.Listen.Transport {
 	case config.TransportHTTP:
 		o := runtime.HTTPOptions{Listener: ln, Path: cfg.Listen.Path}
