@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/quiver-mcp/quiver/choicecard"
+	"github.com/quiver-mcp/quiver/runtime/capability"
 	"github.com/quiver-mcp/quiver/runtime/callstats"
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
@@ -214,6 +215,7 @@ func (c *console) routes() {
 	m.HandleFunc("POST /ui/kill/{id}/remove", c.authed(c.action("incident", "kill.remove", c.removeKill)))
 	m.HandleFunc("POST /ui/revocations/{kind}", c.authed(c.action("incident", "{kind}.revoke", c.revoke)))
 	m.HandleFunc("POST /ui/revocations/{kind}/{id}/restore", c.authed(c.action("incident", "{kind}.restore", c.restore)))
+	m.HandleFunc("POST /ui/capabilities/revoke", c.authed(c.action("incident", "capability.revoke", c.revokeCapability)))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, http.StatusNotFound, "no such page")
 	})
@@ -599,4 +601,27 @@ func (c *console) restore(r *http.Request, _ *session) (string, error) {
 	}
 	id := r.PathValue("id")
 	return id, classify(restore(r.Context(), id))
+}
+
+// revokeCapability revokes capability tokens by jti, holder (a principal
+// key) or signing key id; revoking a token revokes its attenuations.
+func (c *console) revokeCapability(r *http.Request, s *session) (string, error) {
+	if c.o.Capabilities == nil {
+		return "", &apiError{status: http.StatusNotFound, code: "not_found", msg: "capability tokens are not enabled"}
+	}
+	kind, subject := r.PostFormValue("kind"), strings.TrimSpace(r.PostFormValue("id"))
+	switch kind {
+	case capability.RevokeJTI, capability.RevokeHolder, capability.RevokeKey:
+	default:
+		return "", badRequest("revoke by jti, holder or kid")
+	}
+	if subject == "" {
+		return "", badRequest("an id is required")
+	}
+	err := c.o.Capabilities.Revoke(r.Context(), capability.Revocation{Kind: kind, Subject: subject, By: s.Operator, At: c.o.Now(),
+		Reason: oneLine(r.PostFormValue("reason"))})
+	if errors.Is(err, capability.ErrMalformed) {
+		return subject, badRequest("%v", err)
+	}
+	return subject, classify(err)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quiver-mcp/quiver/runtime/capability"
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
@@ -214,7 +215,36 @@ func (c *console) approvals(w http.ResponseWriter, r *http.Request, s *session) 
 		return
 	}
 	slices.SortFunc(pending, func(a, b policy.Approval) int { return a.RequestedAt.Compare(b.RequestedAt) })
-	c.render(w, r, http.StatusOK, "approvals", s, map[string]any{"Pending": pending, "Now": c.o.Now()})
+	rows := make([]approvalRow, 0, len(pending))
+	for _, a := range pending {
+		row := approvalRow{Approval: a}
+		if c.o.Capabilities != nil {
+			// A capability request waits in the same queue: what it
+			// asks for (tools, duration, uses, reason, holder key).
+			if p, ok, err := c.o.Capabilities.Pending(r.Context(), a.ID); err == nil && ok {
+				row.Capability = &p
+			}
+		}
+		rows = append(rows, row)
+	}
+	data := map[string]any{"Pending": rows, "Now": c.o.Now()}
+	if c.o.ToolRequests != nil {
+		reqs, err := c.o.ToolRequests.List(r.Context())
+		if err != nil {
+			c.pageError(w, r, s, "approvals", data, classify(err))
+			return
+		}
+		slices.SortFunc(reqs, func(a, b capability.ToolRequest) int { return b.RequestedAt.Compare(a.RequestedAt) })
+		data["ToolRequests"] = reqs
+	}
+	c.render(w, r, http.StatusOK, "approvals", s, data)
+}
+
+// approvalRow is one pending approval, with the capability request it
+// stands for, if it is one.
+type approvalRow struct {
+	policy.Approval
+	Capability *capability.PendingRequest
 }
 
 // revocationRow is one line of the incident page's revocation tables.
@@ -238,8 +268,19 @@ func (c *console) incident(w http.ResponseWriter, r *http.Request, s *session) {
 		c.pageError(w, r, s, "incident", map[string]any{}, classify(err))
 		return
 	}
-	c.render(w, r, http.StatusOK, "incident", s, map[string]any{"State": st, "Rows": map[string][]revocationRow{
-		"principal": rows(st.Principals), "token": rows(st.Tokens), "session": rows(st.Sessions)}, "Risks": []string{"LOW", "MEDIUM", "HIGH", "CRITICAL"}})
+	data := map[string]any{"State": st, "Rows": map[string][]revocationRow{
+		"principal": rows(st.Principals), "token": rows(st.Tokens), "session": rows(st.Sessions)}, "Risks": []string{"LOW", "MEDIUM", "HIGH", "CRITICAL"}}
+	if c.o.Capabilities != nil {
+		rvs, err := c.o.Capabilities.Revocations(r.Context())
+		if err != nil {
+			c.pageError(w, r, s, "incident", data, classify(err))
+			return
+		}
+		slices.SortFunc(rvs, func(a, b capability.Revocation) int { return b.At.Compare(a.At) })
+		data["Capabilities"] = true
+		data["CapabilityRevocations"] = rvs
+	}
+	c.render(w, r, http.StatusOK, "incident", s, data)
 }
 
 // static lists the embedded assets (for tests).

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/quiver-mcp/quiver/choicecard"
+	"github.com/quiver-mcp/quiver/runtime/capability"
 	"github.com/quiver-mcp/quiver/runtime/callstats"
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
@@ -60,6 +61,8 @@ type consoleEnv struct {
 	srv       *httptest.Server
 	incident  *policy.Incident
 	approvals *policy.Approvals
+	caps      *capability.Store
+	requests  *capability.Requests
 	kv        state.KV
 	dir       string
 	now       atomic.Int64
@@ -87,7 +90,9 @@ func newConsoleEnv(t *testing.T) *consoleEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.caps, e.requests = capability.NewStore(e.kv, time.Hour), capability.NewRequests(e.kv, time.Hour)
 	h, err := NewConsole(ConsoleOptions{Options: Options{Incident: e.incident, Approvals: e.approvals, Token: []byte(adminToken),
+		Capabilities: e.caps, ToolRequests: e.requests,
 		Verifier: v, AdminClaim: Claim{Name: "roles", Value: "quiver-admin"}, Now: e.clock,
 		OnAction: func(_ *http.Request, a Action) { e.mu.Lock(); e.actions = append(e.actions, a); e.mu.Unlock() },
 		OnDeny:   func(_ *http.Request, r string) { e.mu.Lock(); e.denies = append(e.denies, r); e.mu.Unlock() }},
@@ -513,5 +518,50 @@ func TestConsoleOptions(t *testing.T) {
 	files, err := staticFiles()
 	if err != nil || len(files) != 2 {
 		t.Fatalf("static files %v %v", files, err)
+	}
+}
+
+// TestConsoleCapabilities: a capability request waiting for approval
+// shows what it asks for, restricted principals' tool requests are
+// listed, and capability tokens are revoked from the incident page.
+func TestConsoleCapabilities(t *testing.T) {
+	e := newConsoleEnv(t)
+	c := e.browser(t)
+	csrf := e.login(t, c, adminToken)
+	ctx := context.Background()
+	ap, err := e.approvals.Request(ctx, identity.Principal{Sub: "dana"}, "capability:github", strings.Repeat("c", 64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.caps.SavePending(ctx, capability.PendingRequest{ApprovalID: ap.ID, Requester: "dana", Tools: []string{"github:create_issue#34afee88"},
+		Duration: 600, MaxUses: 3, Reason: "file the weekly report", JKT: "jkt-of-dana", At: time.Now()}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.requests.Create(ctx, capability.ToolRequest{Requester: identity.Principal{Sub: "intern"}, ToolID: "github:delete_repo#00000000",
+		Call: []byte(`{}`)}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	_, page, _ := e.get(t, c, "/ui/approvals")
+	for _, want := range []string{"capability for", "github:create_issue#34afee88", "3 uses", "file the weekly report", "jkt-of-dana",
+		"Tool requests of restricted principals", "intern", "github:delete_repo#00000000"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("approvals page lacks %q", want)
+		}
+	}
+	form := url.Values{"csrf": {csrf}, "kind": {"jti"}, "id": {"tok-1"}, "reason": {"leaked"}}
+	if code, body, _ := e.post(t, c, "/ui/capabilities/revoke", form, nil); code != http.StatusSeeOther {
+		t.Fatalf("revoke: %d %s", code, body)
+	}
+	rvs, err := e.caps.Revocations(ctx)
+	if err != nil || len(rvs) != 1 || rvs[0].Subject != "tok-1" || rvs[0].By != TokenOperator || rvs[0].Reason != "leaked" {
+		t.Fatalf("revocations %+v %v", rvs, err)
+	}
+	if _, page, _ := e.get(t, c, "/ui/incident"); !strings.Contains(page, "tok-1") {
+		t.Error("the incident page does not list the revoked token")
+	}
+	for _, bad := range []url.Values{{"csrf": {csrf}, "kind": {"nope"}, "id": {"x"}}, {"csrf": {csrf}, "kind": {"jti"}}} {
+		if code, _, _ := e.post(t, c, "/ui/capabilities/revoke", bad, nil); code != http.StatusBadRequest {
+			t.Errorf("revoke %v: %d", bad, code)
+		}
 	}
 }
