@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/quiver-mcp/quiver/choicecard"
-	"github.com/quiver-mcp/quiver/runtime/capability"
 	"github.com/quiver-mcp/quiver/runtime/callstats"
+	"github.com/quiver-mcp/quiver/runtime/capability"
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
