@@ -100,7 +100,7 @@ func (x *Index) relaxedQuery(words []string) query.Query {
 				}
 			}
 		}
-		for _, alts := range [...][]expansion{x.syn[w], x.wn[w]} {
+		for _, alts := range [...][]expansion{x.syn[w], x.wordnet()[w]} {
 			for _, e := range alts {
 				df := x.df[e.term]
 				for _, f := range fields {

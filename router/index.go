@@ -64,12 +64,24 @@ type Index struct {
 	names map[string]bool
 	// syn and assoc are the query expansions (expand.go), nil when off;
 	// descAn analyzes description text (feedback terms).
-	syn, assoc, wn expansions
+	syn, assoc expansions
 	descAn, stemAn analysis.Analyzer
+	// wnOnce builds wn, the WordNet alternatives (wordnet.go), at their
+	// first use: reading the table takes ~40 ms, which an index build
+	// does not pay when no query needs it.
+	wnOnce  sync.Once
+	wn      expansions
+	wnBuild func() expansions
 
 	mu     sync.RWMutex // guards idx against Close during Search
 	idx    bleve.Index
 	closed bool
+}
+
+// wordnet returns the WordNet alternatives, built at the first call.
+func (x *Index) wordnet() expansions {
+	x.wnOnce.Do(func() { x.wn = x.wnBuild() })
+	return x.wn
 }
 
 type queryAnalyzer struct {
@@ -198,11 +210,11 @@ func newIndex(items []*catalog.Item, cfg config) (*Index, error) {
 	// The curated and WordNet alternatives serve the fallback always, and
 	// the lexical search only when their weights are set.
 	x.syn = synonymExpansions(x.descAn, known)
+	der, hyp := 1.0, 0.0
 	if cfg.wnWeight > 0 {
-		x.wn = wordnetExpansions(cfg.wnDer, cfg.wnHyp, known)
-	} else {
-		x.wn = wordnetExpansions(1, 0, known)
+		der, hyp = cfg.wnDer, cfg.wnHyp
 	}
+	x.wnBuild = func() expansions { return wordnetExpansions(der, hyp, known) }
 	seen := map[string]int{}
 	for f := range numFields {
 		if cfg.boost[f] <= 0 {

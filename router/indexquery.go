@@ -201,7 +201,7 @@ func (x *Index) expand(from, terms []queryTerm) []queryTerm {
 			sources[0] = x.syn[t.term]
 		}
 		if x.cfg.wnWeight > 0 {
-			sources[1] = x.wn[t.term]
+			sources[1] = x.wordnet()[t.term]
 		}
 		sources[2] = x.assoc[t.term]
 		for _, alts := range sources {
