@@ -318,9 +318,9 @@ func TestE2EInsecureUpstreams(t *testing.T) {
 		return p
 	}
 	state := "state_dir: " + filepath.Join(dir, "state") + "\n"
-	plain := write("plain.yaml", state+"environment: dev\nupstreams:\n  - name: remote\n    url: http://upstream.invalid/mcp\n    connect_timeout: 1s\n")
+	plain := write("plain.yaml", state+"environment: dev\nupstreams:\n  - name: remote\n    url: http://upstream.invalid/mcp\n")
 	sse := write("sse.yaml", state+"environment: dev\nupstreams:\n  - name: old\n    sse: http://10.0.0.9:9001/sse\n")
-	allowed := write("allowed.yaml", state+"environment: dev\ninsecure: true\nupstreams:\n  - name: remote\n    url: http://upstream.invalid/mcp\n    connect_timeout: 1s\n")
+	allowed := write("allowed.yaml", state+"environment: dev\ninsecure: true\nupstreams:\n  - name: remote\n    url: http://upstream.invalid/mcp\n")
 	loop := write("loop.yaml", state+"environment: dev\nupstreams:\n  - name: local\n    url: http://127.0.0.1:9/mcp\n  - name: tls\n    url: https://upstream.invalid/mcp\n")
 	bare := write("bare.yaml", state+"environment: prod\nupstreams:\n  - name: files\n    command: [/bin/true]\n")
 	refused := func(want string, args ...string) {
@@ -340,13 +340,13 @@ func TestE2EInsecureUpstreams(t *testing.T) {
 			t.Errorf("config check %s: %v\n%s", p, err, out)
 		}
 	}
-	// --insecure gets serve past the check: it starts, and ends when its
-	// stdio client (no stdin) leaves.
-	cmd := exec.Command(quiverBin, "serve", "--insecure", "--config", plain)
-	out, err := cmd.CombinedOutput()
-	if strings.Contains(string(out), "plain http://") {
-		t.Fatalf("serve --insecure: %v\n%s", err, out)
-	}
+	// --insecure gets serve past the check, to the next one: an unset
+	// environment reference of another upstream (so the test need not
+	// wait for an unreachable upstream).
+	unset := write("unset.yaml", state+"environment: dev\nupstreams:\n  - name: remote\n    url: http://upstream.invalid/mcp\n"+
+		"  - name: local\n    command: [/bin/true]\n    env: {X: \"${QUIVER_E2E_NEVER_SET}\"}\n")
+	refused("plain http:// upstream off loopback", "serve", "--config", unset)
+	refused("QUIVER_E2E_NEVER_SET is not set", "serve", "--insecure", "--config", unset)
 }
 
 // Finding 12b: incident mode's egress block refuses calls to tools that
