@@ -64,7 +64,7 @@ type Index struct {
 	names map[string]bool
 	// syn and assoc are the query expansions (expand.go), nil when off;
 	// descAn analyzes description text (feedback terms).
-	syn, assoc expansions
+	syn, assoc     expansions
 	descAn, stemAn analysis.Analyzer
 	// wnOnce builds wn, the WordNet alternatives (wordnet.go), at their
 	// first use: reading the table takes ~40 ms, which an index build
