@@ -17,8 +17,10 @@
 // add_tool, remove_tool, whoami, progress. Resource: test://readme.
 // Prompt: greet.
 //
+// With -mrtr-tools it also has elicit_wait and roots (see addRoundTripTools).
+//
 // With -extras the server also has the tools sample, elicit, ask, consult,
-// elicit_wait, roots, log and touch,
+// log and touch,
 // the resource template test://items/{id}, completions (for the greet
 // prompt's name argument and the item template's id argument) and resource
 // subscriptions for any URI, and so advertises the completions capability and
@@ -88,6 +90,7 @@ type config struct {
 	maxProto   string
 	extras     bool
 	askPrims   bool
+	mrtrTools  bool
 }
 
 // rejectFlag is a repeatable -reject TOOL=STATUS flag.
@@ -133,6 +136,7 @@ func main() {
 	flag.BoolVar(&cfg.ignoreTerm, "ignore-sigterm", false, "ignore SIGTERM too, so only SIGKILL ends the process")
 	flag.StringVar(&cfg.maxProto, "max-protocol", "", "newest MCP protocol version to offer, e.g. 2025-11-25 to behave like the Node servers (default: all the go-sdk supports)")
 	flag.BoolVar(&cfg.askPrims, "ask-primitives", false, "add the prompt interview and the resource test://secret, which ask for input the multi-round-trip way")
+	flag.BoolVar(&cfg.mrtrTools, "mrtr-tools", false, "add the tools elicit_wait (elicitation, then a sleep; records its events) and roots (roots the multi-round-trip way)")
 	flag.BoolVar(&cfg.extras, "extras", false, "add the tools sample, elicit, log and touch, the resource template test://items/{id}, completions and resource subscriptions")
 	flag.Parse()
 
@@ -208,6 +212,9 @@ func run(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer)
 	}
 	if cfg.extras {
 		a.addExtras()
+	}
+	if cfg.mrtrTools {
+		a.addRoundTripTools()
 	}
 
 	switch cfg.transport {
@@ -571,6 +578,45 @@ func (a *app) addTools() {
 		})
 }
 
+// addRoundTripTools adds what -mrtr-tools enables: elicit_wait and roots.
+func (a *app) addRoundTripTools() {
+	s := a.server
+	mcp.AddTool(s, &mcp.Tool{Name: "elicit_wait", Description: "Ask the client's user a question (elicitation/create), then sleep ms milliseconds; records elicited, elicit-failed and cancelled events."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in elicitWaitIn) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: in.Question, RequestedSchema: json.RawMessage(
+				`{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}`)})
+			if err != nil {
+				a.record(map[string]any{"event": "elicit-failed", "tool": "elicit_wait", "error": err.Error()})
+				return errorResult(err.Error()), nil, nil
+			}
+			a.record(map[string]any{"event": "elicited", "tool": "elicit_wait", "action": res.Action})
+			t := time.NewTimer(time.Duration(in.MS) * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				a.record(map[string]any{"event": "cancelled", "tool": "elicit_wait"})
+				return nil, nil, ctx.Err()
+			}
+			content, err := json.Marshal(res.Content)
+			if err != nil {
+				return errorResult(err.Error()), nil, nil
+			}
+			return textResult(fmt.Sprintf("elicited: %s %s", res.Action, content)), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "roots", Description: "Ask the client for its roots the multi-round-trip way (protocol 2026-07-28: an input-required result; the go-sdk turns it into roots/list for older clients) and return their URIs."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ emptyIn) (*mcp.CallToolResult, any, error) {
+			if res, ok := req.Params.InputResponses["roots"].(*mcp.ListRootsResult); ok && res != nil {
+				uris := make([]string, 0, len(res.Roots))
+				for _, r := range res.Roots {
+					uris = append(uris, r.URI)
+				}
+				return textResult("roots: " + strings.Join(uris, " ")), nil, nil
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"roots": &mcp.ListRootsParams{}}}, nil, nil
+		})
+}
+
 // addExtras adds what -extras enables: the tools sample, elicit, ask, consult, log
 // and touch, and the resource template test://items/{id}.
 func (a *app) addExtras() {
@@ -648,40 +694,6 @@ func (a *app) addExtras() {
 				//lint:ignore SA1019 sampling is deprecated in 2026-07-28 but still what this tool tests.
 				"model": &mcp.CreateMessageParams{Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Prompt}}}, MaxTokens: 64},
 			}}, nil, nil
-		})
-	mcp.AddTool(s, &mcp.Tool{Name: "elicit_wait", Description: "Ask the client's user a question (elicitation/create), then sleep ms milliseconds; records elicited, elicit-failed and cancelled events."},
-		func(ctx context.Context, req *mcp.CallToolRequest, in elicitWaitIn) (*mcp.CallToolResult, any, error) {
-			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: in.Question, RequestedSchema: json.RawMessage(
-				`{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}`)})
-			if err != nil {
-				a.record(map[string]any{"event": "elicit-failed", "tool": "elicit_wait", "error": err.Error()})
-				return errorResult(err.Error()), nil, nil
-			}
-			a.record(map[string]any{"event": "elicited", "tool": "elicit_wait", "action": res.Action})
-			t := time.NewTimer(time.Duration(in.MS) * time.Millisecond)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				a.record(map[string]any{"event": "cancelled", "tool": "elicit_wait"})
-				return nil, nil, ctx.Err()
-			}
-			content, err := json.Marshal(res.Content)
-			if err != nil {
-				return errorResult(err.Error()), nil, nil
-			}
-			return textResult(fmt.Sprintf("elicited: %s %s", res.Action, content)), nil, nil
-		})
-	mcp.AddTool(s, &mcp.Tool{Name: "roots", Description: "Ask the client for its roots the multi-round-trip way (protocol 2026-07-28: an input-required result; the go-sdk turns it into roots/list for older clients) and return their URIs."},
-		func(ctx context.Context, req *mcp.CallToolRequest, _ emptyIn) (*mcp.CallToolResult, any, error) {
-			if res, ok := req.Params.InputResponses["roots"].(*mcp.ListRootsResult); ok && res != nil {
-				uris := make([]string, 0, len(res.Roots))
-				for _, r := range res.Roots {
-					uris = append(uris, r.URI)
-				}
-				return textResult("roots: " + strings.Join(uris, " ")), nil, nil
-			}
-			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"roots": &mcp.ListRootsParams{}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "log", Description: "Send one notifications/message at the given level."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in logIn) (*mcp.CallToolResult, any, error) {
