@@ -76,7 +76,7 @@ func (r *Runtime) addUpstream(u *config.Upstream) error {
 	name := u.Name
 	var c *upstream.Client
 	uo := upstream.Options{
-		Logger:        r.log,
+		Logger: r.log,
 		OnListChanged: func(kind string) {
 			r.mu.Lock()
 			if r.heard == nil {

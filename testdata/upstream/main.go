@@ -606,6 +606,7 @@ func (a *app) addRoundTripTools() {
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "roots", Description: "Ask the client for its roots the multi-round-trip way (protocol 2026-07-28: an input-required result; the go-sdk turns it into roots/list for older clients) and return their URIs."},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ emptyIn) (*mcp.CallToolResult, any, error) {
+			//lint:ignore SA1019 roots are deprecated in 2026-07-28 but still what this tool tests.
 			if res, ok := req.Params.InputResponses["roots"].(*mcp.ListRootsResult); ok && res != nil {
 				uris := make([]string, 0, len(res.Roots))
 				for _, r := range res.Roots {
@@ -613,6 +614,7 @@ func (a *app) addRoundTripTools() {
 				}
 				return textResult("roots: " + strings.Join(uris, " ")), nil, nil
 			}
+			//lint:ignore SA1019 see above.
 			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"roots": &mcp.ListRootsParams{}}}, nil, nil
 		})
 }
