@@ -177,9 +177,14 @@ type ThroughputResult struct {
 	QuiverCPUUsPerCall float64 `json:"quiver_cpu_us_per_call"`
 	DirectCores        float64 `json:"direct_cores"`
 	QuiverCores        float64 `json:"quiver_cores"`
-	// QuiverP50Ms and QuiverP99Ms are per-call latencies of the quiver run.
+	// QuiverP50Ms and QuiverP99Ms are per-call latencies of the quiver run,
+	// DirectP50Ms and DirectP99Ms those of the direct run, AddedP50Ms
+	// quiver's p50 minus direct's.
 	QuiverP50Ms float64 `json:"quiver_p50_ms"`
 	QuiverP99Ms float64 `json:"quiver_p99_ms"`
+	DirectP50Ms float64 `json:"direct_p50_ms"`
+	DirectP99Ms float64 `json:"direct_p99_ms"`
+	AddedP50Ms  float64 `json:"added_p50_ms"`
 	// ClientConns is the number of TCP connections the clients opened to
 	// quiver during the quiver run, UpstreamConns the number quiver opened
 	// to the in-process upstream (0 for the process upstream, not
@@ -704,6 +709,7 @@ func (b *bench) throughput(ctx context.Context) ([]ThroughputResult, error) {
 					} else {
 						r.DirectCallsPerSec, r.DirectCPUPct = st.perSec, st.cpu
 						r.DirectCPUUsPerCall, r.DirectCores = st.usPerCall, st.cores
+						r.DirectP50Ms, r.DirectP99Ms = msRound(percentile(st.lat, 0.5)), msRound(percentile(st.lat, 0.99))
 					}
 					r.Errors += st.errors
 					b.progress("  %.0f calls/s, machine CPU %.0f%% busy, %.2f cores used by the benchmark (%.0f µs CPU per call), %d errors",
@@ -722,6 +728,7 @@ func (b *bench) throughput(ctx context.Context) ([]ThroughputResult, error) {
 				if r.DirectCallsPerSec > 0 {
 					r.Ratio = round(r.QuiverCallsPerSec/r.DirectCallsPerSec, 3)
 				}
+				r.AddedP50Ms = round(r.QuiverP50Ms-r.DirectP50Ms, 3)
 				out = append(out, r)
 			}
 		}

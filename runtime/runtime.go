@@ -135,12 +135,13 @@ type Runtime struct {
 	// templates are the resource templates of each upstream (direct mode).
 	templates map[string][]*mcp.ResourceTemplate
 	dirty     map[string]bool
+	wake      chan struct{}  // rebuild trigger, capacity 1
+	rebuilt   chan struct{}  // closed and replaced after every rebuild
+	retired   *router.Router // the previous state's router, closed at the next swap
+
 	// heard holds the kinds of list (upstream.KindTools, ...) an
 	// upstream said changed since the last swap (see reannounce).
-	heard   map[string]bool
-	wake    chan struct{}  // rebuild trigger, capacity 1
-	rebuilt chan struct{}  // closed and replaced after every rebuild
-	retired *router.Router // the previous state's router, closed at the next swap
+	heard map[string]bool
 
 	sessions sessionStates
 	// sessionLimit bounds the HTTP listener's MCP sessions.

@@ -25,8 +25,8 @@ func mrtrConfig(t *testing.T, mode string) string {
 	dir := t.TempDir()
 	var b strings.Builder
 	fmt.Fprintf(&b, "mode: %s\nenvironment: dev\nstate_dir: %s\nupstreams:\n", mode, filepath.Join(dir, "state"))
-	fmt.Fprintf(&b, "  - name: new\n    command: [%q, \"-extras\", \"-name\", \"new\"]\n", upstreamBin)
-	fmt.Fprintf(&b, "  - name: old\n    command: [%q, \"-extras\", \"-name\", \"old\", \"-max-protocol\", \"2025-11-25\"]\n", upstreamBin)
+	fmt.Fprintf(&b, "  - name: new\n    command: [%q, \"-extras\", \"-mrtr-tools\", \"-name\", \"new\"]\n", upstreamBin)
+	fmt.Fprintf(&b, "  - name: old\n    command: [%q, \"-extras\", \"-mrtr-tools\", \"-name\", \"old\", \"-max-protocol\", \"2025-11-25\"]\n", upstreamBin)
 	cfg := filepath.Join(dir, "quiver.yaml")
 	must(t, os.WriteFile(cfg, []byte(b.String()), 0o644))
 	return cfg
@@ -148,7 +148,7 @@ func holdConfig(t *testing.T, record, hold string) string {
 	if hold != "" {
 		fmt.Fprintf(&b, "listen: {mrtr_hold: %s}\n", hold)
 	}
-	fmt.Fprintf(&b, "upstreams:\n  - name: old\n    command: [%q, \"-extras\", \"-name\", \"old\", \"-max-protocol\", \"2025-11-25\", \"-record\", %q]\n", upstreamBin, record)
+	fmt.Fprintf(&b, "upstreams:\n  - name: old\n    command: [%q, \"-mrtr-tools\", \"-name\", \"old\", \"-max-protocol\", \"2025-11-25\", \"-record\", %q]\n", upstreamBin, record)
 	cfg := filepath.Join(dir, "quiver.yaml")
 	must(t, os.WriteFile(cfg, []byte(b.String()), 0o644))
 	return cfg
@@ -383,7 +383,7 @@ func TestE2EPerClientRevision(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "quiver.yaml")
-	must(t, os.WriteFile(cfg, fmt.Appendf(nil, "mode: direct\nenvironment: dev\nstate_dir: %s\nupstreams:\n  - name: new\n    command: [%q, \"-extras\", \"-name\", \"new\"]\n    sessions: per_client\n",
+	must(t, os.WriteFile(cfg, fmt.Appendf(nil, "mode: direct\nenvironment: dev\nstate_dir: %s\nupstreams:\n  - name: new\n    command: [%q, \"-extras\", \"-mrtr-tools\", \"-name\", \"new\"]\n    sessions: per_client\n",
 		filepath.Join(dir, "state"), upstreamBin), 0o644))
 	srv := startHTTP(t, "--config", cfg)
 	c := newFwdClient("pc")

@@ -167,11 +167,7 @@ func HeldOf(ctx context.Context) *Held {
 // values but not its cancellation: the request waiting in Next cancels it
 // when it ends, and so does the hold timeout while the call is held.
 func (hs *Holds) Start(ctx context.Context, call func(context.Context) (any, error)) (*Held, error) {
-	id, err := randomID(16)
-	if err != nil {
-		return nil, err
-	}
-	h := &Held{hs: hs, id: id, asks: make(chan *pending), turn: make(chan struct{}, 1), done: make(chan struct{})}
+	h := &Held{hs: hs, asks: make(chan *pending), turn: make(chan struct{}, 1), done: make(chan struct{})}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	h.ctx, h.cancel = context.WithValue(cctx, heldKey{}, h), cancel
 	hs.mu.Lock()
@@ -190,7 +186,7 @@ func (hs *Holds) Start(ctx context.Context, call func(context.Context) (any, err
 		close(h.done)
 		hs.mu.Lock()
 		delete(hs.live, h)
-		if hs.held[h.id] == h {
+		if h.id != "" && hs.held[h.id] == h {
 			delete(hs.held, h.id)
 		}
 		hs.mu.Unlock()
@@ -198,8 +194,13 @@ func (hs *Holds) Start(ctx context.Context, call func(context.Context) (any, err
 	return h, nil
 }
 
-// ID names the call in sealed states.
-func (h *Held) ID() string { return h.id }
+// ID names the call in sealed states once it is held ("" before: most
+// calls never ask, and are never named).
+func (h *Held) ID() string {
+	h.hs.mu.Lock()
+	defer h.hs.mu.Unlock()
+	return h.id
+}
 
 // Event is what a call does next: ask for input (Request set, under ID) or
 // end (Done, with its Result or Err).
@@ -313,6 +314,13 @@ func (hs *Holds) Hold(h *Held) error {
 		return ErrHoldGone
 	case len(hs.held) >= hs.max:
 		return ErrHoldFull
+	}
+	if h.id == "" {
+		id, err := randomID(16)
+		if err != nil {
+			return err
+		}
+		h.id = id
 	}
 	hs.held[h.id] = h
 	h.mu.Lock()

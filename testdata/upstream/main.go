@@ -17,8 +17,10 @@
 // add_tool, remove_tool, whoami, progress. Resource: test://readme.
 // Prompt: greet.
 //
+// With -mrtr-tools it also has elicit_wait and roots (see addRoundTripTools).
+//
 // With -extras the server also has the tools sample, elicit, ask, consult,
-// elicit_wait, roots, log and touch,
+// log and touch,
 // the resource template test://items/{id}, completions (for the greet
 // prompt's name argument and the item template's id argument) and resource
 // subscriptions for any URI, and so advertises the completions capability and
@@ -90,6 +92,7 @@ type config struct {
 	drift      bool
 	askPrims   bool
 	openEcho   bool
+	mrtrTools  bool
 }
 
 // rejectFlag is a repeatable -reject TOOL=STATUS flag.
@@ -137,6 +140,7 @@ func main() {
 	flag.BoolVar(&cfg.openEcho, "open-echo", false, "give echo a schema that does not forbid undeclared arguments (no additionalProperties), as many servers do")
 	flag.BoolVar(&cfg.askPrims, "ask-primitives", false, "add the prompt interview and the resource test://secret, which ask for input the multi-round-trip way")
 	flag.BoolVar(&cfg.drift, "drift", false, "change the tool list as a server upgrade would: fail removed, echo with one more input property, and a destructive tool wipe added")
+	flag.BoolVar(&cfg.mrtrTools, "mrtr-tools", false, "add the tools elicit_wait (elicitation, then a sleep; records its events) and roots (roots the multi-round-trip way)")
 	flag.BoolVar(&cfg.extras, "extras", false, "add the tools sample, elicit, log and touch, the resource template test://items/{id}, completions and resource subscriptions")
 	flag.Parse()
 
@@ -215,6 +219,9 @@ func run(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer)
 	}
 	if cfg.extras {
 		a.addExtras()
+	}
+	if cfg.mrtrTools {
+		a.addRoundTripTools()
 	}
 
 	switch cfg.transport {
@@ -602,6 +609,47 @@ func (a *app) addTools() {
 		})
 }
 
+// addRoundTripTools adds what -mrtr-tools enables: elicit_wait and roots.
+func (a *app) addRoundTripTools() {
+	s := a.server
+	mcp.AddTool(s, &mcp.Tool{Name: "elicit_wait", Description: "Ask the client's user a question (elicitation/create), then sleep ms milliseconds; records elicited, elicit-failed and cancelled events."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in elicitWaitIn) (*mcp.CallToolResult, any, error) {
+			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: in.Question, RequestedSchema: json.RawMessage(
+				`{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}`)})
+			if err != nil {
+				a.record(map[string]any{"event": "elicit-failed", "tool": "elicit_wait", "error": err.Error()})
+				return errorResult(err.Error()), nil, nil
+			}
+			a.record(map[string]any{"event": "elicited", "tool": "elicit_wait", "action": res.Action})
+			t := time.NewTimer(time.Duration(in.MS) * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				a.record(map[string]any{"event": "cancelled", "tool": "elicit_wait"})
+				return nil, nil, ctx.Err()
+			}
+			content, err := json.Marshal(res.Content)
+			if err != nil {
+				return errorResult(err.Error()), nil, nil
+			}
+			return textResult(fmt.Sprintf("elicited: %s %s", res.Action, content)), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "roots", Description: "Ask the client for its roots the multi-round-trip way (protocol 2026-07-28: an input-required result; the go-sdk turns it into roots/list for older clients) and return their URIs."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ emptyIn) (*mcp.CallToolResult, any, error) {
+			//lint:ignore SA1019 roots are deprecated in 2026-07-28 but still what this tool tests.
+			if res, ok := req.Params.InputResponses["roots"].(*mcp.ListRootsResult); ok && res != nil {
+				uris := make([]string, 0, len(res.Roots))
+				for _, r := range res.Roots {
+					uris = append(uris, r.URI)
+				}
+				return textResult("roots: " + strings.Join(uris, " ")), nil, nil
+			}
+			//lint:ignore SA1019 see above.
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"roots": &mcp.ListRootsParams{}}}, nil, nil
+		})
+}
+
 // addExtras adds what -extras enables: the tools sample, elicit, ask, consult, log
 // and touch, and the resource template test://items/{id}.
 func (a *app) addExtras() {
@@ -679,40 +727,6 @@ func (a *app) addExtras() {
 				//lint:ignore SA1019 sampling is deprecated in 2026-07-28 but still what this tool tests.
 				"model": &mcp.CreateMessageParams{Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Prompt}}}, MaxTokens: 64},
 			}}, nil, nil
-		})
-	mcp.AddTool(s, &mcp.Tool{Name: "elicit_wait", Description: "Ask the client's user a question (elicitation/create), then sleep ms milliseconds; records elicited, elicit-failed and cancelled events."},
-		func(ctx context.Context, req *mcp.CallToolRequest, in elicitWaitIn) (*mcp.CallToolResult, any, error) {
-			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: in.Question, RequestedSchema: json.RawMessage(
-				`{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]}`)})
-			if err != nil {
-				a.record(map[string]any{"event": "elicit-failed", "tool": "elicit_wait", "error": err.Error()})
-				return errorResult(err.Error()), nil, nil
-			}
-			a.record(map[string]any{"event": "elicited", "tool": "elicit_wait", "action": res.Action})
-			t := time.NewTimer(time.Duration(in.MS) * time.Millisecond)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				a.record(map[string]any{"event": "cancelled", "tool": "elicit_wait"})
-				return nil, nil, ctx.Err()
-			}
-			content, err := json.Marshal(res.Content)
-			if err != nil {
-				return errorResult(err.Error()), nil, nil
-			}
-			return textResult(fmt.Sprintf("elicited: %s %s", res.Action, content)), nil, nil
-		})
-	mcp.AddTool(s, &mcp.Tool{Name: "roots", Description: "Ask the client for its roots the multi-round-trip way (protocol 2026-07-28: an input-required result; the go-sdk turns it into roots/list for older clients) and return their URIs."},
-		func(ctx context.Context, req *mcp.CallToolRequest, _ emptyIn) (*mcp.CallToolResult, any, error) {
-			if res, ok := req.Params.InputResponses["roots"].(*mcp.ListRootsResult); ok && res != nil {
-				uris := make([]string, 0, len(res.Roots))
-				for _, r := range res.Roots {
-					uris = append(uris, r.URI)
-				}
-				return textResult("roots: " + strings.Join(uris, " ")), nil, nil
-			}
-			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"roots": &mcp.ListRootsParams{}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "log", Description: "Send one notifications/message at the given level."},
 		func(ctx context.Context, req *mcp.CallToolRequest, in logIn) (*mcp.CallToolResult, any, error) {
