@@ -237,7 +237,7 @@ func (h *Held) Ask(ctx context.Context, ir mcp.InputRequest) (mcp.InputResponse,
 	select {
 	case h.turn <- struct{}{}:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, h.ended(ctx)
 	case <-h.ctx.Done():
 		return nil, ErrHoldGone
 	}
@@ -259,7 +259,7 @@ func (h *Held) Ask(ctx context.Context, ir mcp.InputRequest) (mcp.InputResponse,
 	select {
 	case h.asks <- p:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, h.ended(ctx)
 	case <-h.ctx.Done():
 		return nil, ErrHoldGone
 	}
@@ -267,10 +267,20 @@ func (h *Held) Ask(ctx context.Context, ir mcp.InputRequest) (mcp.InputResponse,
 	case a := <-p.answer:
 		return a.resp, a.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, h.ended(ctx)
 	case <-h.ctx.Done():
 		return nil, ErrHoldGone
 	}
+}
+
+// ended is the error of an Ask whose ctx ended: ErrHoldGone when the call
+// itself ended (ctx is often the call's own context, and both are done at
+// once), else ctx's error.
+func (h *Held) ended(ctx context.Context) error {
+	if h.ctx.Err() != nil {
+		return ErrHoldGone
+	}
+	return ctx.Err()
 }
 
 // Pending returns the id and request of the input request waiting for
