@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/quiver-mcp/quiver/catalog"
@@ -307,7 +308,7 @@ func (r *Runtime) authorizeWith(ctx context.Context, it *catalog.Item, d policy.
 			}
 			return nil
 		}
-		ap, err = r.auth.approvals.Request(ctx, p, it.ID, h)
+		ap, err = r.auth.approvals.Request(ctx, p, it.ID, h, approvalReason(d))
 		if isStateUnavailable(err) {
 			return stateUnavailable(err)
 		}
@@ -328,4 +329,17 @@ func (r *Runtime) authorizeWith(ctx context.Context, it *catalog.Item, d policy.
 // stateDenied reports whether d is the incident state's fail-closed denial.
 func stateDenied(d policy.Decision) bool {
 	return d.Effect == policy.EffectDeny && d.PolicyID == "incident" && slices.Contains(d.ReasonCodes, policy.ReasonStateUnavailable)
+}
+
+// approvalReason is what an approval request tells the operator: the
+// policy and rule that asked for it, and the rule's reason codes.
+func approvalReason(d policy.Decision) string {
+	why := "policy " + d.PolicyID
+	if d.RuleID != "" {
+		why += ", rule " + d.RuleID
+	}
+	if len(d.ReasonCodes) > 0 {
+		why += ": " + strings.Join(d.ReasonCodes, ", ")
+	}
+	return why
 }

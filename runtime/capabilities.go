@@ -449,7 +449,11 @@ func (r *Runtime) requestCapability(ctx context.Context, a *capRequest) (capGran
 				return capGrant{}, newError(CodeCapabilityRequestDenied, "an operator denied this capability request (%s)", ap.ID).withDetail("approval_id", ap.ID)
 			}
 			if ap.ID == "" || ap.Status != policy.ApprovalPending {
-				if ap, err = r.auth.approvals.Request(ctx, p, label, fp); err != nil {
+				why := "capability request"
+				if a.Reason != "" {
+					why += ": " + a.Reason
+				}
+				if ap, err = r.auth.approvals.Request(ctx, p, label, fp, why); err != nil {
 					if isStateUnavailable(err) {
 						return capGrant{}, stateUnavailable(err)
 					}

@@ -196,6 +196,9 @@ func TestE2EConsoleBrowser(t *testing.T) {
 		t.Fatalf("carol before the approval: %v", m)
 	}
 	run("approvals", chromedp.Navigate(e.srv.base+"/ui/approvals"), chromedp.WaitVisible(`//td[text()="carol"]`))
+	if body := text("main"); !strings.Contains(body, "rule alpha-add-approval") {
+		t.Fatalf("the approval does not say why it is needed: %s", body)
+	}
 	checkA11y("approvals")
 	run("grant", shot("approvals"), chromedp.SendKeys(`//td[text()="carol"]/..//input[@name="comment"]`, "checked the numbers"),
 		chromedp.Click(`//td[text()="carol"]/..//button[text()="Grant"]`), chromedp.WaitVisible(`//p[contains(@class, "flash")]`))

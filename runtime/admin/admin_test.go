@@ -272,7 +272,7 @@ func TestIncidentEndpoints(t *testing.T) {
 func TestApprovalEndpoints(t *testing.T) {
 	e := newEnv(t)
 	alice := identity.Principal{Sub: "alice", Issuer: "corp"}
-	req, err := e.approvals.Request(context.Background(), alice, "github:delete_repo#1", "abc")
+	req, err := e.approvals.Request(context.Background(), alice, "github:delete_repo#1", "abc", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestApprovalEndpoints(t *testing.T) {
 	if s, _ := e.do(t, "POST", "/admin/v1/approvals/nope/grant", op, ""); s != 404 {
 		t.Fatal(s)
 	}
-	r2, _ := e.approvals.Request(context.Background(), alice, "github:delete_repo#1", "def")
+	r2, _ := e.approvals.Request(context.Background(), alice, "github:delete_repo#1", "def", "")
 	if s, b := e.do(t, "POST", "/admin/v1/approvals/"+r2.ID+"/deny", adminToken, `{}`); s != 200 || b["value"].(map[string]any)["status"] != "denied" {
 		t.Fatalf("%d %v", s, b)
 	}

@@ -300,7 +300,7 @@ func TestConsolePages(t *testing.T) {
 	rc.Outcome.ErrorCode = "POLICY_DENIED"
 	w.Emit(rc)
 	_ = w.Close()
-	if _, err := e.approvals.Request(context.Background(), identity.Principal{Sub: "bob"}, "github:create_issue#34afee88", strings.Repeat("ab", 32)); err != nil {
+	if _, err := e.approvals.Request(context.Background(), identity.Principal{Sub: "bob"}, "github:create_issue#34afee88", strings.Repeat("ab", 32), "policy p, rule r9: APPROVAL_REQUIRED"); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -327,7 +327,7 @@ func TestConsolePages(t *testing.T) {
 		{"/ui/receipts?before=garbage", 400, []string{"not a receipt position"}},
 		{"/ui/receipt?at=garbage", 404, nil},
 		{"/ui/receipt?id=" + rc.ReceiptID + "&day=" + rc.TS.UTC().Format(time.DateOnly), 200, []string{rc.ReceiptID, "mallory"}},
-		{"/ui/approvals", 200, []string{"bob", strings.Repeat("ab", 32), "/grant"}},
+		{"/ui/approvals", 200, []string{"bob", strings.Repeat("ab", 32), "/grant", "policy p, rule r9: APPROVAL_REQUIRED"}},
 		{"/ui/incident", 200, []string{"Incident mode", "Add kill rule"}},
 		{"/ui/static/console.css", 200, []string{"--fg"}},
 		{"/ui/static/console.js", 200, []string{"EventSource"}},
@@ -424,8 +424,8 @@ func TestConsoleActions(t *testing.T) {
 		t.Fatal("restore did not lift the revocation")
 	}
 	// Approvals: grant one, deny another, a decided one conflicts.
-	a1, _ := e.approvals.Request(ctx, identity.Principal{Sub: "bob"}, "github:create_issue#34afee88", strings.Repeat("a", 64))
-	a2, _ := e.approvals.Request(ctx, identity.Principal{Sub: "bob"}, "github:delete_repo#00000000", strings.Repeat("b", 64))
+	a1, _ := e.approvals.Request(ctx, identity.Principal{Sub: "bob"}, "github:create_issue#34afee88", strings.Repeat("a", 64), "")
+	a2, _ := e.approvals.Request(ctx, identity.Principal{Sub: "bob"}, "github:delete_repo#00000000", strings.Repeat("b", 64), "")
 	do("/ui/approvals/"+a1.ID+"/grant", url.Values{"comment": {"ok by me"}}, 303)
 	do("/ui/approvals/"+a2.ID+"/deny", url.Values{}, 303)
 	do("/ui/approvals/"+a1.ID+"/deny", url.Values{}, 409)
@@ -529,7 +529,7 @@ func TestConsoleCapabilities(t *testing.T) {
 	c := e.browser(t)
 	csrf := e.login(t, c, adminToken)
 	ctx := context.Background()
-	ap, err := e.approvals.Request(ctx, identity.Principal{Sub: "dana"}, "capability:github", strings.Repeat("c", 64))
+	ap, err := e.approvals.Request(ctx, identity.Principal{Sub: "dana"}, "capability:github", strings.Repeat("c", 64), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,13 +54,16 @@ const (
 // Approval is one request for an operator's approval of one call: one
 // principal, one tool, one argument hash.
 type Approval struct {
-	ID           string         `json:"approval_id"`
-	PrincipalKey string         `json:"principal_key"`
-	Sub          string         `json:"sub"`
-	ToolID       string         `json:"tool_id"`
-	ArgsHash     string         `json:"args_hash"`
-	Status       ApprovalStatus `json:"status"`
-	RequestedAt  time.Time      `json:"requested_at"`
+	ID           string `json:"approval_id"`
+	PrincipalKey string `json:"principal_key"`
+	Sub          string `json:"sub"`
+	ToolID       string `json:"tool_id"`
+	ArgsHash     string `json:"args_hash"`
+	// Reason says why the call needs an approval (the policy rule and its
+	// reason codes, or what a capability request asks), for the operator.
+	Reason      string         `json:"reason,omitempty"`
+	Status      ApprovalStatus `json:"status"`
+	RequestedAt time.Time      `json:"requested_at"`
 	// ExpiresAt is when a pending approval lapses (RequestedAt + TTL), or
 	// a granted one can no longer be used (DecidedAt + TTL).
 	ExpiresAt time.Time `json:"expires_at"`
@@ -200,11 +203,12 @@ func (a *Approvals) all(ctx context.Context) ([]Approval, error) {
 	return out, nil
 }
 
-// Request asks for an approval of one call and returns it. While an
-// earlier request for the same principal, tool and argument hash is
-// still pending or granted, Request returns that one instead of a new
-// one, so a retried call does not pile up requests.
-func (a *Approvals) Request(ctx context.Context, p identity.Principal, toolID, argsHash string) (Approval, error) {
+// Request asks for an approval of one call and returns it; reason is
+// shown to the operator. While an earlier request for the same principal,
+// tool and argument hash is still pending or granted, Request returns
+// that one instead of a new one, so a retried call does not pile up
+// requests.
+func (a *Approvals) Request(ctx context.Context, p identity.Principal, toolID, argsHash, reason string) (Approval, error) {
 	key := p.Key()
 	if key == "" {
 		return Approval{}, errors.New("approvals: a request needs a principal")
@@ -239,7 +243,7 @@ func (a *Approvals) Request(ctx context.Context, p identity.Principal, toolID, a
 		if err != nil {
 			return Approval{}, fmt.Errorf("approvals: %w", err)
 		}
-		rec := Approval{ID: id.String(), PrincipalKey: key, Sub: p.Sub, ToolID: toolID, ArgsHash: argsHash,
+		rec := Approval{ID: id.String(), PrincipalKey: key, Sub: p.Sub, ToolID: toolID, ArgsHash: argsHash, Reason: reason,
 			Status: ApprovalPending, RequestedAt: now, ExpiresAt: now.Add(a.o.TTL)}
 		raw, err := json.Marshal(rec)
 		if err != nil {

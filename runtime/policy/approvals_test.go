@@ -36,12 +36,12 @@ func TestApprovalsFlow(t *testing.T) {
 	if ok, rec, _ := a.Check(ctx, alice, tool, args); ok || rec.ID != "" {
 		t.Fatal("granted before any request")
 	}
-	req, err := a.Request(ctx, alice, tool, args)
+	req, err := a.Request(ctx, alice, tool, args, "")
 	if err != nil || req.Status != ApprovalPending || req.ID == "" || !req.ExpiresAt.Equal(c.Now().Add(DefaultApprovalTTL)) {
 		t.Fatalf("%+v %v", req, err)
 	}
 	// A retried call before the grant gets the same request back.
-	again, _ := a.Request(ctx, alice, tool, args)
+	again, _ := a.Request(ctx, alice, tool, args, "")
 	if again.ID != req.ID {
 		t.Fatal("a retry created a second request")
 	}
@@ -78,13 +78,13 @@ func TestApprovalsFlow(t *testing.T) {
 		t.Fatal("approval used twice")
 	}
 	// A new request after use is a new approval.
-	if n, _ := a.Request(ctx, alice, tool, args); n.ID == req.ID || n.Status != ApprovalPending {
+	if n, _ := a.Request(ctx, alice, tool, args, ""); n.ID == req.ID || n.Status != ApprovalPending {
 		t.Fatalf("%+v", n)
 	}
 	if _, err := a.Grant(ctx, "nope", "ops", c.Now()); !errors.Is(err, ErrApprovalNotFound) {
 		t.Fatal(err)
 	}
-	if _, err := a.Request(ctx, identity.Principal{}, tool, args); err == nil {
+	if _, err := a.Request(ctx, identity.Principal{}, tool, args, ""); err == nil {
 		t.Fatal("request without principal")
 	}
 }
@@ -93,12 +93,12 @@ func TestApprovalsTTL(t *testing.T) {
 	ctx := context.Background()
 	c := newTestClock()
 	a, _ := NewApprovals(ApprovalOptions{KV: state.NewMemory(c.Now), Now: c.Now, TTL: 10 * time.Minute})
-	req, _ := a.Request(ctx, alice, "t", "h")
+	req, _ := a.Request(ctx, alice, "t", "h", "")
 	c.Advance(11 * time.Minute)
 	if _, err := a.Grant(ctx, req.ID, "ops", c.Now()); !errors.Is(err, ErrApprovalExpired) {
 		t.Fatalf("late grant: %v", err)
 	}
-	req, _ = a.Request(ctx, alice, "t", "h")
+	req, _ = a.Request(ctx, alice, "t", "h", "")
 	if _, err := a.Grant(ctx, req.ID, "ops", c.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestApprovalsTTL(t *testing.T) {
 	if ok, _, _ := a.Check(ctx, alice, "t", "h"); ok {
 		t.Fatal("granted approval usable after its TTL")
 	}
-	denied, _ := a.Request(ctx, alice, "t2", "h")
+	denied, _ := a.Request(ctx, alice, "t2", "h", "")
 	if d, err := a.Deny(ctx, denied.ID, "ops", c.Now()); err != nil || d.Status != ApprovalDenied {
 		t.Fatal(err)
 	}
@@ -119,14 +119,14 @@ func TestApprovalsMaxPending(t *testing.T) {
 	ctx := context.Background()
 	a, _ := NewApprovals(ApprovalOptions{KV: state.NewMemory(nil), MaxPending: 2})
 	for i, h := range []string{"1", "2"} {
-		if _, err := a.Request(ctx, alice, "t", h); err != nil {
+		if _, err := a.Request(ctx, alice, "t", h, ""); err != nil {
 			t.Fatal(i, err)
 		}
 	}
-	if _, err := a.Request(ctx, alice, "t", "3"); !errors.Is(err, ErrTooManyPending) {
+	if _, err := a.Request(ctx, alice, "t", "3", ""); !errors.Is(err, ErrTooManyPending) {
 		t.Fatal(err)
 	}
-	if _, err := a.Request(ctx, bob, "t", "3"); err != nil {
+	if _, err := a.Request(ctx, bob, "t", "3", ""); err != nil {
 		t.Fatal("the cap is per principal:", err)
 	}
 }
@@ -148,11 +148,11 @@ func TestApprovalsShared(t *testing.T) {
 	kv := state.NewMemory(nil)
 	a, _ := NewApprovals(ApprovalOptions{KV: kv})
 	b, _ := NewApprovals(ApprovalOptions{KV: kv})
-	req, err := a.Request(ctx, alice, "t", "h")
+	req, err := a.Request(ctx, alice, "t", "h", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := b.Request(ctx, alice, "t", "h"); again.ID != req.ID {
+	if again, _ := b.Request(ctx, alice, "t", "h", ""); again.ID != req.ID {
 		t.Fatal("the other replica made a second request")
 	}
 	if got, ok, err := b.Get(ctx, req.ID); err != nil || !ok || got.Status != ApprovalPending {
@@ -195,7 +195,7 @@ func TestApprovalsUnavailable(t *testing.T) {
 	ctx := context.Background()
 	kv := statetest.NewFailing(state.NewMemory(nil))
 	a, _ := NewApprovals(ApprovalOptions{KV: kv})
-	req, _ := a.Request(ctx, alice, "t", "h")
+	req, _ := a.Request(ctx, alice, "t", "h", "")
 	if _, err := a.Grant(ctx, req.ID, "ops", time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestApprovalsUnavailable(t *testing.T) {
 		t.Fatalf("check with the store down: %v %v", ok, err)
 	}
 	for name, err := range map[string]error{
-		"request": func() error { _, err := a.Request(ctx, alice, "t", "h2"); return err }(),
+		"request": func() error { _, err := a.Request(ctx, alice, "t", "h2", ""); return err }(),
 		"grant":   func() error { _, err := a.Grant(ctx, req.ID, "ops", time.Now()); return err }(),
 		"get":     func() error { _, _, err := a.Get(ctx, req.ID); return err }(),
 		"pending": func() error { _, err := a.Pending(ctx); return err }(),
