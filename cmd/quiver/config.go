@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/quiver-mcp/quiver/internal/boundedread"
 	"github.com/quiver-mcp/quiver/runtime/config"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/mcpimport"
@@ -192,7 +193,7 @@ malformed or unknown file.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src := args[0]
-			data, err := readBounded(src, mcpimport.MaxFileSize)
+			data, err := boundedread.File(src, mcpimport.MaxFileSize)
 			if err != nil {
 				return usageError(err)
 			}
@@ -245,25 +246,4 @@ malformed or unknown file.`,
 	cmd.Flags().StringVar(&out, "out", "", "write the YAML to this file instead of stdout")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite --out when it exists")
 	return cmd
-}
-
-// readBounded reads at most limit bytes of a regular file, refusing a
-// larger one before reading it.
-func readBounded(name string, limit int64) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", name)
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%s: %d bytes, larger than the limit of %d", name, st.Size(), limit)
-	}
-	return io.ReadAll(io.LimitReader(f, limit+1))
 }

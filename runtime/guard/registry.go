@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/quiver-mcp/quiver/internal/boundedread"
 	"github.com/quiver-mcp/quiver/schemas"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	yaml "go.yaml.in/yaml/v3"
@@ -460,7 +460,7 @@ func LoadRegistry(globs []string) (*Registry, error) {
 			if len(seen) > MaxManifests {
 				return nil, fmt.Errorf("%w: more than %d manifest files", ErrManifest, MaxManifests)
 			}
-			data, err := readFile(f)
+			data, err := boundedread.File(f, MaxManifestBytes)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrManifest, err)
 			}
@@ -472,23 +472,6 @@ func LoadRegistry(globs []string) (*Registry, error) {
 		}
 	}
 	return NewRegistry(ms...)
-}
-
-// readFile reads at most MaxManifestBytes+1 bytes of a regular file.
-func readFile(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", name)
-	}
-	return io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
 }
 
 // Extend returns a registry holding r's manifests and ms (r is not

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/quiver-mcp/quiver/internal/editdist"
 )
 
 // MaxRef bounds the names Rank compares; longer names are not ranked
@@ -89,7 +91,7 @@ func similarity(r string, rt []string, c string) float64 {
 	if longer == 0 {
 		return 0
 	}
-	edit := 1 - float64(levenshtein(r, c))/float64(longer)
+	edit := 1 - float64(editdist.Levenshtein(r, c))/float64(longer)
 	shared := 0
 	ct := tokens(c)
 	for _, t := range rt {
@@ -120,28 +122,4 @@ func normalize(s string) string {
 // "/", spaces).
 func tokens(s string) []string {
 	return strings.FieldsFunc(s, func(c rune) bool { return !unicode.IsLetter(c) && !unicode.IsDigit(c) })
-}
-
-// levenshtein is the edit distance of a and b, by bytes (ids are ASCII).
-func levenshtein(a, b string) int {
-	if len(a) < len(b) {
-		a, b = b, a
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -73,19 +73,6 @@ func TestRank(t *testing.T) {
 	}
 }
 
-func TestLevenshtein(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0}, {"abc", "", 3}, {"", "abc", 3}, {"kitten", "sitting", 3}, {"flaw", "lawn", 2}, {"same", "same", 0},
-	} {
-		if got := levenshtein(c.a, c.b); got != c.want {
-			t.Errorf("levenshtein(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
-		}
-	}
-}
-
 // FuzzRank: any name, however odd, is ranked without a panic, and every
 // answer is one of the candidates.
 func FuzzRank(f *testing.F) {

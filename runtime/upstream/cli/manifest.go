@@ -30,7 +30,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -38,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quiver-mcp/quiver/internal/boundedread"
 	"github.com/quiver-mcp/quiver/runtime/outpolicy"
 	"github.com/quiver-mcp/quiver/schemas"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -558,7 +558,7 @@ func Load(globs []string, baseDir string, allowed []string) ([]*Manifest, error)
 			if len(seen) > MaxTools {
 				return nil, fmt.Errorf("%w: more than %d manifests", ErrManifest, MaxTools)
 			}
-			data, err := readFile(f)
+			data, err := boundedread.File(f, MaxManifestBytes)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrManifest, err)
 			}
@@ -574,25 +574,4 @@ func Load(globs []string, baseDir string, allowed []string) ([]*Manifest, error)
 		}
 	}
 	return out, nil
-}
-
-// readFile reads a regular file of at most MaxManifestBytes, refusing a
-// larger one before reading it.
-func readFile(name string) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", name)
-	}
-	if st.Size() > MaxManifestBytes {
-		return nil, fmt.Errorf("%s: %d bytes, more than %d", name, st.Size(), MaxManifestBytes)
-	}
-	return io.ReadAll(io.LimitReader(f, MaxManifestBytes+1))
 }
