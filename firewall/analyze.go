@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"strings"
+
+	"github.com/quiver-mcp/quiver/internal/jsonpointer"
 )
 
 // Media types the firewall assigns to text it stores.
@@ -272,7 +274,7 @@ func jsonDigest(name string, data []byte) (digest, error) {
 		}
 		if best >= 0 {
 			k := root.kids[best]
-			p := childPointer("", k.key)
+			p := jsonpointer.Child("", k.key)
 			d.views = append(d.views, viewSpec{"first of " + commas(k.node.count) + " items in " + k.key, Selector{Type: SelJSONPointer, Pointer: p + "/0"}})
 			if k.node.count > 1 {
 				d.views = append(d.views, viewSpec{"last item in " + k.key, Selector{Type: SelJSONPointer, Pointer: p + "/" + commasFree(k.node.count-1)}})

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/quiver-mcp/quiver/artifacts"
+	"github.com/quiver-mcp/quiver/internal/jsonpointer"
 )
 
 func FuzzParseSelector(f *testing.F) {
@@ -71,11 +72,11 @@ func FuzzJSONPointer(f *testing.F) {
 			return
 		}
 		// Escape and unescape round-trip.
-		if back := formatPointer(toks); back != p {
-			t.Fatalf("formatPointer(parsePointer(%q)) = %q", p, back)
+		if back := jsonpointer.Format(toks); back != p {
+			t.Fatalf("jsonpointer.Format(parsePointer(%q)) = %q", p, back)
 		}
 		for _, tok := range toks {
-			if again, err := parsePointer("/" + escapeToken(tok)); err != nil || len(again) != 1 || again[0] != tok {
+			if again, err := parsePointer("/" + jsonpointer.Escape(tok)); err != nil || len(again) != 1 || again[0] != tok {
 				t.Fatalf("token %q does not round-trip: %q %v", tok, again, err)
 			}
 		}

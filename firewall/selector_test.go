@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/quiver-mcp/quiver/internal/jsonpointer"
 )
 
 func TestParseSelector(t *testing.T) {
@@ -156,18 +158,18 @@ func TestPointer(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(toks, tc.toks) {
 			t.Errorf("parsePointer(%q) = %q, %v; want %q", tc.in, toks, err, tc.toks)
 		}
-		if back := formatPointer(toks); back != tc.in {
-			t.Errorf("formatPointer(%q) = %q, want %q", toks, back, tc.in)
+		if back := jsonpointer.Format(toks); back != tc.in {
+			t.Errorf("jsonpointer.Format(%q) = %q, want %q", toks, back, tc.in)
 		}
 	}
 	for _, tok := range []string{"0", "10", "123456"} {
-		if _, ok := arrayIndex(tok); !ok {
-			t.Errorf("arrayIndex(%q) rejected", tok)
+		if _, ok := jsonpointer.ArrayIndex(tok); !ok {
+			t.Errorf("jsonpointer.ArrayIndex(%q) rejected", tok)
 		}
 	}
 	for _, tok := range []string{"", "-", "01", "-1", "1e3", " 1", "0x1", "9999999999999999"} {
-		if _, ok := arrayIndex(tok); ok {
-			t.Errorf("arrayIndex(%q) accepted", tok)
+		if _, ok := jsonpointer.ArrayIndex(tok); ok {
+			t.Errorf("jsonpointer.ArrayIndex(%q) accepted", tok)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/quiver-mcp/quiver/internal/jsonpointer"
 )
 
 // valueCap bounds the bytes of one JSON value a view holds in memory.
@@ -42,7 +44,7 @@ func where(p string) string {
 // ErrViewFailed error naming the first token that leads nowhere.
 func seekPointer(typ string, s *jscan, toks []string) error {
 	for i, tok := range toks {
-		here := formatPointer(toks[:i])
+		here := jsonpointer.Format(toks[:i])
 		c, err := s.peek()
 		if err != nil {
 			return s.eof(err)
@@ -64,7 +66,7 @@ func seekPointer(typ string, s *jscan, toks []string) error {
 				return viewFail("%s: no key %s in the object at %s", typ, quoteShort(tok), where(here))
 			}
 		case kArray:
-			idx, ok := arrayIndex(tok)
+			idx, ok := jsonpointer.ArrayIndex(tok)
 			if !ok {
 				if tok == "-" {
 					return viewFail(`%s: "-" names the element after the last of the array at %s, which does not exist; use an index`, typ, where(here))
@@ -73,7 +75,7 @@ func seekPointer(typ string, s *jscan, toks []string) error {
 			}
 			found, n := false, 0
 			err := s.members(0, func(_ string, _ bool, j int) (bool, error) {
-				if int64(j) == idx {
+				if j == idx {
 					found = true
 					return true, nil
 				}
@@ -111,7 +113,7 @@ func drillHint(p string, n jnode) string {
 	case n.kind == kArray && n.count > 0:
 		return "; narrow it with json_pointer " + p + "/0"
 	case n.kind == kObject && len(n.keys) > 0:
-		return "; narrow it with json_pointer " + childPointer(p, n.keys[0]) + " or json_keys"
+		return "; narrow it with json_pointer " + jsonpointer.Child(p, n.keys[0]) + " or json_keys"
 	}
 	return ""
 }

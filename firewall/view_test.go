@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/quiver-mcp/quiver/artifacts"
+	"github.com/quiver-mcp/quiver/internal/jsonpointer"
 )
 
 // leaves returns the pointers of all scalar leaves of a decoded JSON value.
@@ -20,7 +21,7 @@ func leaves(v any, p string, out *[]string) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, c := range x {
-			leaves(c, childPointer(p, k), out)
+			leaves(c, jsonpointer.Child(p, k), out)
 		}
 	case []any:
 		for i, c := range x {
@@ -42,8 +43,8 @@ func lookup(v any, toks []string) (any, bool) {
 			}
 			v = c
 		case []any:
-			i, ok := arrayIndex(t)
-			if !ok || i >= int64(len(x)) {
+			i, ok := jsonpointer.ArrayIndex(t)
+			if !ok || i >= len(x) {
 				return nil, false
 			}
 			v = x[i]

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quiver-mcp/quiver/internal/jsonpointer"
 	"github.com/quiver-mcp/quiver/runtime/egress"
 	"github.com/quiver-mcp/quiver/runtime/guard"
 	"github.com/quiver-mcp/quiver/runtime/outpolicy"
@@ -74,7 +75,7 @@ func build(t *tree, baseDir string) (*Config, error) {
 	for scope := range cfg.RateLimits {
 		if g, ok := strings.CutPrefix(scope, "tool:"); ok {
 			if _, err := path.Match(g, ""); err != nil {
-				c.fail("/rate_limits/"+escapeToken(scope), "is not a valid tool_id glob: %v", err)
+				c.fail("/rate_limits/"+jsonpointer.Escape(scope), "is not a valid tool_id glob: %v", err)
 			}
 		}
 	}
@@ -321,7 +322,7 @@ func (c *checker) upstreams(us []Upstream) {
 			}
 		}
 		for g, rules := range u.OutputPolicies {
-			gp := ptr + "/output_policies/" + escapeToken(g)
+			gp := ptr + "/output_policies/" + jsonpointer.Escape(g)
 			if _, err := path.Match(g, ""); err != nil {
 				c.fail(gp, "is not a valid tool name glob: %v", err)
 			}
@@ -474,7 +475,7 @@ func (c *checker) checkURL(ptr, s string) {
 // refused.
 func (c *checker) env(ptr string, env map[string]string) {
 	for k, v := range env {
-		kp := ptr + "/" + escapeToken(k)
+		kp := ptr + "/" + jsonpointer.Escape(k)
 		if name, ok := envRef(v); ok {
 			if !validEnvName(name) {
 				c.fail(kp, "%q is not a valid environment variable reference", oneLine(v))
@@ -514,7 +515,7 @@ func (c *checker) credentials(ptr string, cr *Credentials) {
 	}
 	canon := map[string]string{}
 	for h := range cr.HeadersEnv {
-		hp := ptr + "/headers_env/" + escapeToken(h)
+		hp := ptr + "/headers_env/" + jsonpointer.Escape(h)
 		ch := http.CanonicalHeaderKey(h)
 		switch {
 		case reservedHeader(ch):

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/quiver-mcp/quiver/internal/jsonpointer"
 )
 
 // defaulter is a configuration type whose zero value is not its default:
@@ -79,7 +81,7 @@ func (d *decoder) decode(ptr string, v any, dst reflect.Value) {
 		fields := jsonFields(dst.Type())
 		for k, fv := range m {
 			if i, ok := fields[k]; ok {
-				d.decode(ptr+"/"+escapeToken(k), fv, dst.Field(i))
+				d.decode(ptr+"/"+jsonpointer.Escape(k), fv, dst.Field(i))
 			}
 		}
 	case reflect.Slice:
@@ -111,7 +113,7 @@ func (d *decoder) decode(ptr string, v any, dst reflect.Value) {
 		out := reflect.MakeMapWithSize(dst.Type(), len(m))
 		for k, mv := range m {
 			e := newValue(dst.Type().Elem()).Elem()
-			d.decode(ptr+"/"+escapeToken(k), mv, e)
+			d.decode(ptr+"/"+jsonpointer.Escape(k), mv, e)
 			out.SetMapIndex(reflect.ValueOf(k).Convert(dst.Type().Key()), e)
 		}
 		dst.Set(out)

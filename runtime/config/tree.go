@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/quiver-mcp/quiver/internal/jsonpointer"
 )
 
 // Bounds of the YAML tree, on top of MaxFileSize: aliases could otherwise
@@ -209,7 +211,7 @@ func (t *tree) convert(n *yaml.Node, ptr, field string, kline, kcol, depth int) 
 				return nil, &Error{File: t.file, Line: kn.Line, Column: kn.Column, Field: cf, Msg: fmt.Sprintf("duplicate key (first at line %d)", line)}
 			}
 			first[key] = kn.Line
-			v, err := t.convert(vn, ptr+"/"+escapeToken(key), cf, kn.Line, kn.Column, depth+1)
+			v, err := t.convert(vn, ptr+"/"+jsonpointer.Escape(key), cf, kn.Line, kn.Column, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -290,14 +292,6 @@ func badText(s string) string {
 		}
 	}
 	return ""
-}
-
-// escapeToken escapes one JSON pointer reference token (RFC 6901).
-func escapeToken(s string) string {
-	if !strings.ContainsAny(s, "~/") {
-		return s
-	}
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // childField names member key of field: "a.b", or a["b c"] when key is not

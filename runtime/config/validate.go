@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/quiver-mcp/quiver/internal/editdist"
+	"github.com/quiver-mcp/quiver/internal/jsonpointer"
 	"github.com/quiver-mcp/quiver/schemas"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -109,7 +110,7 @@ func pointer(tokens []string) string {
 	var b strings.Builder
 	for _, tok := range tokens {
 		b.WriteByte('/')
-		b.WriteString(escapeToken(tok))
+		b.WriteString(jsonpointer.Escape(tok))
 	}
 	return b.String()
 }
@@ -159,7 +160,7 @@ func describe(t *tree, cs *compiledSchema, e *jsonschema.ValidationError) []*Err
 		allowed := allowedKeys(cs.doc, fragment(e.SchemaURL))
 		var out []*Error
 		for _, p := range k.Properties {
-			out = append(out, t.errAt(ptr+"/"+escapeToken(p), "%s", unknownKeyMessage(p, allowed)))
+			out = append(out, t.errAt(ptr+"/"+jsonpointer.Escape(p), "%s", unknownKeyMessage(p, allowed)))
 		}
 		return out
 	case *kind.PropertyNames:
@@ -172,7 +173,7 @@ func describe(t *tree, cs *compiledSchema, e *jsonschema.ValidationError) []*Err
 		// objects holding the key by the schema location instead.
 		var out []*Error
 		for _, owner := range keyOwners(t.value, "", ownerName(fragment(e.SchemaURL)), k.Property) {
-			out = append(out, t.errAt(owner+"/"+escapeToken(k.Property), "%s", msg))
+			out = append(out, t.errAt(owner+"/"+jsonpointer.Escape(k.Property), "%s", msg))
 		}
 		if len(out) == 0 {
 			out = []*Error{t.errAt("", "key %q %s", k.Property, msg)}
@@ -244,7 +245,7 @@ func keyOwners(v any, ptr, name, key string) []string {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, c := range x {
-			cp := ptr + "/" + escapeToken(k)
+			cp := ptr + "/" + jsonpointer.Escape(k)
 			if m, ok := c.(map[string]any); ok && k == name {
 				if _, has := m[key]; has {
 					out = append(out, cp)

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/quiver-mcp/quiver/internal/jsonpointer"
 )
 
 // The repair rules of spec 003 §4.4 (issue #488), by their names as
@@ -99,7 +101,7 @@ func repairObject(obj map[string]any, schema map[string]any, ptr string, out *[]
 		if !ok {
 			continue
 		}
-		p := ptr + "/" + escapeToken(k)
+		p := ptr + "/" + jsonpointer.Escape(k)
 		if v, rule, ok := repairValue(obj[k], sub, p, out); ok {
 			obj[k] = v
 			*out = append(*out, ArgRepair{Rule: rule, Pointer: p})
@@ -171,11 +173,4 @@ func coerce(s string, types map[string]bool) (any, string, bool) {
 		return nil, RuleStrToNull, true
 	}
 	return nil, "", false
-}
-
-func escapeToken(t string) string {
-	if !strings.ContainsAny(t, "~/") {
-		return t
-	}
-	return strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1")
 }

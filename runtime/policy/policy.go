@@ -59,6 +59,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quiver-mcp/quiver/internal/jsonpointer"
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/schemas"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -460,7 +461,7 @@ func schemaError(name string, d *doc, verr error) error {
 	ptr := pointer(leaf.InstanceLocation)
 	msg := leaf.ErrorKind.LocalizedString(message.NewPrinter(language.English))
 	if ap, ok := leaf.ErrorKind.(*kind.AdditionalProperties); ok && len(ap.Properties) > 0 {
-		ptr += "/" + escapeToken(ap.Properties[0])
+		ptr += "/" + jsonpointer.Escape(ap.Properties[0])
 		msg = fmt.Sprintf("unknown key %q", ap.Properties[0])
 	}
 	return &ParseError{File: name, Line: d.line(ptr), Field: ptr, Msg: oneLine(msg), Err: verr}
@@ -469,7 +470,7 @@ func schemaError(name string, d *doc, verr error) error {
 func pointer(tokens []string) string {
 	var b strings.Builder
 	for _, t := range tokens {
-		b.WriteString("/" + escapeToken(t))
+		b.WriteString("/" + jsonpointer.Escape(t))
 	}
 	return b.String()
 }

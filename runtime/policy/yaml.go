@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/quiver-mcp/quiver/internal/jsonpointer"
 )
 
 // Bounds of a policy document beyond MaxFileSize: aliases could otherwise
@@ -100,11 +102,11 @@ func (d *doc) convert(n *yaml.Node, ptr string, depth int) (any, *ParseError) {
 			if _, dup := m[k.Value]; dup {
 				return nil, &ParseError{Line: k.Line, Msg: fmt.Sprintf("duplicate key %q", oneLine(k.Value))}
 			}
-			cv, err := d.convert(v, ptr+"/"+escapeToken(k.Value), depth+1)
+			cv, err := d.convert(v, ptr+"/"+jsonpointer.Escape(k.Value), depth+1)
 			if err != nil {
 				return nil, err
 			}
-			d.lines[ptr+"/"+escapeToken(k.Value)] = k.Line
+			d.lines[ptr+"/"+jsonpointer.Escape(k.Value)] = k.Line
 			m[k.Value] = cv
 		}
 		return m, nil
@@ -165,11 +167,6 @@ func (d *doc) line(ptr string) int {
 		}
 		ptr = ptr[:i]
 	}
-}
-
-// escapeToken escapes one JSON pointer token (RFC 6901).
-func escapeToken(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // oneLine collapses s to one printable line, capped at 200 bytes.
