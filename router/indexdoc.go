@@ -157,6 +157,23 @@ type config struct {
 	// of searching 9 segments instead of one there; catalogs up to 4096
 	// tools keep one segment (benchmarks/README.md, routing).
 	batch int
+
+	// The semantic signal (semantic.go), measured by the same protocol.
+
+	// denseWeight > 0 turns on the dense stage over word vectors, fused
+	// with BM25 with this weight; denseTop tools enter from it; denseRRF
+	// fuses by reciprocal rank; denseRerank only re-scores the BM25
+	// candidates; densePC removes the tools' common component.
+	denseWeight           float64
+	denseTop              int
+	denseRRF, denseRerank bool
+	densePC               bool
+	// vecWeight > 0 expands each query term with its vecTop nearest
+	// catalog terms by word-vector cosine (at least vecMin), weighted by
+	// that cosine, fused as the other expansions with weight vecWeight.
+	vecWeight float64
+	vecTop    int
+	vecMin    float64
 }
 
 func defaultConfig() config {
@@ -176,6 +193,7 @@ func defaultConfig() config {
 		candidates:   100,
 		nested:       true,
 		batch:        4096,
+		denseTop:     100,
 	}
 	for f := range c.analyzer {
 		c.analyzer[f] = anLight
