@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/quiver-mcp/quiver/benchmarks"
@@ -66,9 +67,19 @@ func TestDenseRecall(t *testing.T) {
 			}
 			br[i], _ = base.Search(context.Background(), q.Text, 50)
 		}
+		ur := make([][]router.Hit, len(set))
+		for i := range set {
+			ur[i] = append(ur[i], br[i]...)
+			for _, h := range dr[i] {
+				if !slices.ContainsFunc(ur[i], func(u router.Hit) bool { return u.Item.ID == h.Item.ID }) {
+					ur[i] = append(ur[i], h)
+				}
+			}
+		}
 		ds := benchmarks.Score(set, dr, ks)
 		bs := benchmarks.Score(set, br, ks)
-		fmt.Printf("%-13s dense R@5 %.3f R@20 %.3f R@50 %.3f | bm25 R@5 %.3f R@20 %.3f R@50 %.3f\n", name,
-			ds.Recall[5], ds.Recall[20], ds.Recall[50], bs.Recall[5], bs.Recall[20], bs.Recall[50])
+		us := benchmarks.Score(set, ur, []int{100})
+		fmt.Printf("%-13s dense R@5 %.3f R@20 %.3f R@50 %.3f | bm25 R@5 %.3f R@20 %.3f R@50 %.3f | union of both top 50 %.3f\n", name,
+			ds.Recall[5], ds.Recall[20], ds.Recall[50], bs.Recall[5], bs.Recall[20], bs.Recall[50], us.Recall[100])
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/router/internal/wordvec"
 )
 
 // Tuning hooks for the external tests (tune_test.go).
@@ -49,6 +50,7 @@ type Config struct {
 	DenseRRF     bool
 	DenseRerank  bool
 	DensePC      bool
+	DenseSeg     bool
 	VecWeight    float64
 	VecTop       int
 	VecMin       float64
@@ -77,7 +79,7 @@ func DefaultConfig() Config {
 		Combined: c.combined, Abbrev: c.abbrev, AbbrevWeight: c.abbrevWeight, NoSplit: c.noSplit,
 		SynWeight: c.synWeight, AssocWeight: c.assocWeight, AssocTop: c.assocTop, AssocMin: c.assocMin,
 		PrfDocs: c.prfDocs, PrfTerms: c.prfTerms, PrfWeight: c.prfWeight, RRF: c.rrf, SegWeight: c.segWeight, WnWeight: c.wnWeight, WnDer: c.wnDer, WnHyp: c.wnHyp, GapOnly: c.gapOnly, MaxDF: c.maxDF, Batch: c.batch,
-		DenseWeight: c.denseWeight, DenseTop: c.denseTop, DenseRRF: c.denseRRF, DenseRerank: c.denseRerank, DensePC: c.densePC,
+		DenseWeight: c.denseWeight, DenseTop: c.denseTop, DenseRRF: c.denseRRF, DenseRerank: c.denseRerank, DensePC: c.densePC, DenseSeg: c.denseSeg,
 		VecWeight: c.vecWeight, VecTop: c.vecTop, VecMin: c.vecMin}
 }
 
@@ -89,8 +91,8 @@ func NewIndexConfig(items []*catalog.Item, c Config) (*Index, error) {
 		flatIDF: c.FlatIDF, enums: c.Enums, combined: c.Combined, abbrev: c.Abbrev, abbrevWeight: c.AbbrevWeight, noSplit: c.NoSplit,
 		synWeight: c.SynWeight, assocWeight: c.AssocWeight, assocTop: c.AssocTop, assocMin: c.AssocMin,
 		prfDocs: c.PrfDocs, prfTerms: c.PrfTerms, prfWeight: c.PrfWeight, rrf: c.RRF, segWeight: c.SegWeight, wnWeight: c.WnWeight, wnDer: c.WnDer, wnHyp: c.WnHyp, gapOnly: c.GapOnly, maxDF: c.MaxDF, batch: c.Batch,
-		denseWeight: c.DenseWeight, denseTop: c.DenseTop, denseRRF: c.DenseRRF, denseRerank: c.DenseRerank, densePC: c.DensePC,
-		vecWeight: c.VecWeight, vecTop: c.VecTop, vecMin: c.VecMin})
+		denseWeight: c.DenseWeight, denseTop: c.DenseTop, denseRRF: c.DenseRRF, denseRerank: c.DenseRerank, densePC: c.DensePC, denseSeg: c.DenseSeg,
+		vecWeight: c.VecWeight, vecTop: c.VecTop, vecMin: c.VecMin, vectors: wordvec.Load})
 }
 
 // BoundaryTie reports whether the bleve hits of q tie across position size.
@@ -132,4 +134,15 @@ func Neighbours(x *Index, term string, top int, minCos float64) []string {
 		out = append(out, fmt.Sprintf("%s:%.2f", e.term, e.weight))
 	}
 	return out
+}
+
+// DenseStage runs the dense stage alone (query vector and scan of every
+// tool) and returns how many tools it kept.
+func DenseStage(x *Index, q string) int {
+	qv := x.dense.query(q)
+	if qv == nil {
+		return 0
+	}
+	dh, _ := x.dense.search(context.Background(), qv, x.cfg.denseTop, nil)
+	return len(dh)
 }

@@ -211,9 +211,14 @@ func newIndex(items []*catalog.Item, cfg config) (*Index, error) {
 	}
 	known := func(t string) bool { _, ok := x.df[t]; return ok }
 	if cfg.denseWeight > 0 || cfg.vecWeight > 0 {
-		if x.dense, err = newDense(kept, texts, x.voc, cfg.densePC); err != nil {
+		if cfg.vectors == nil {
+			return nil, errors.New("router: word vectors not linked")
+		}
+		tab, err := cfg.vectors()
+		if err != nil {
 			return nil, fmt.Errorf("router: word vectors: %w", err)
 		}
+		x.dense = newDense(tab, kept, texts, x.voc, cfg.densePC)
 		if cfg.vecWeight > 0 {
 			x.dense.catalogWords(x.df)
 		}

@@ -15,6 +15,7 @@ import (
 	index "github.com/blevesearch/bleve_index_api"
 
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/router/internal/wordvec"
 )
 
 // field is one indexed field of an item. Each is a separate BM25 field with
@@ -168,12 +169,19 @@ type config struct {
 	denseTop              int
 	denseRRF, denseRerank bool
 	densePC               bool
+	// denseSeg also scores each clause of a task-style query (segments)
+	// and keeps a tool's best cosine.
+	denseSeg bool
 	// vecWeight > 0 expands each query term with its vecTop nearest
 	// catalog terms by word-vector cosine (at least vecMin), weighted by
 	// that cosine, fused as the other expansions with weight vecWeight.
 	vecWeight float64
 	vecTop    int
 	vecMin    float64
+	// vectors loads the word-vector table (wordvec.Load) for the two
+	// above. It is nil by default so that the 2.4 MB table is not linked
+	// into the binary while both are off; the tuning harness sets it.
+	vectors func() (*wordvec.Table, error)
 }
 
 func defaultConfig() config {

@@ -53,11 +53,7 @@ type dense struct {
 }
 
 // newDense builds the tool vectors of items (texts[i] is items[i]'s text).
-func newDense(items []*catalog.Item, texts []itemText, voc *vocabulary, removePC bool) (*dense, error) {
-	tab, err := wordvec.Load()
-	if err != nil {
-		return nil, err
-	}
+func newDense(tab *wordvec.Table, items []*catalog.Item, texts []itemText, voc *vocabulary, removePC bool) *dense {
 	d := &dense{tab: tab, voc: voc, dims: tab.Dims(), items: items, row: make(map[string]int, len(items))}
 	for i, it := range items {
 		d.row[it.ID] = i
@@ -91,7 +87,7 @@ func newDense(items []*catalog.Item, texts []itemText, voc *vocabulary, removePC
 	for i := range items {
 		wordvec.Normalize(d.vecs[i*d.dims : (i+1)*d.dims])
 	}
-	return d, nil
+	return d
 }
 
 // addText adds the SIF-weighted vectors of the words of s to v and returns
@@ -183,9 +179,10 @@ type denseHit struct {
 	score float32
 }
 
-// search returns the top best visible tools by cosine with qv, best first
-// (ties: id), honouring ctx every few thousand tools.
-func (d *dense) search(ctx context.Context, qv []float32, top int, visible Visible) ([]denseHit, error) {
+// search returns the top best visible tools by cosine with qv (the best
+// cosine with any of qvs), best first (ties: id), honouring ctx every few
+// thousand tools.
+func (d *dense) search(ctx context.Context, qv []float32, top int, visible Visible, qvs ...[]float32) ([]denseHit, error) {
 	out := make([]denseHit, 0, top+1)
 	less := func(a, b denseHit) int { // best first
 		if c := cmp.Compare(b.score, a.score); c != 0 {
@@ -202,7 +199,11 @@ func (d *dense) search(ctx context.Context, qv []float32, top int, visible Visib
 		if visible != nil && !visible(it) {
 			continue
 		}
-		s := wordvec.Dot(qv, d.vecs[i*d.dims:(i+1)*d.dims])
+		row := d.vecs[i*d.dims : (i+1)*d.dims]
+		s := wordvec.Dot(qv, row)
+		for _, v := range qvs {
+			s = max(s, wordvec.Dot(v, row))
+		}
 		h := denseHit{i, s}
 		if len(out) == top && less(h, out[top-1]) >= 0 {
 			continue
@@ -222,7 +223,8 @@ func (d *dense) search(ctx context.Context, qv []float32, top int, visible Visib
 // candidates (cosines of averaged word vectors share a high floor, so the
 // floor is taken off), or with denseRRF the reciprocal-rank fusion
 // 1/(60+BM25 rank) + denseWeight/(60+dense rank). A tool missing from a
-// list gets nothing from it. With denseRerank the dense stage only
+// list gets nothing from it. With denseSeg a tool's cosine is its best
+// with the whole query or any of its clauses (segments). With denseRerank the dense stage only
 // re-scores the BM25 candidates (no tool enters from it).
 func (x *Index) fuseDense(ctx context.Context, q string, lex search.DocumentMatchCollection, visible Visible) (search.DocumentMatchCollection, error) {
 	qv := x.dense.query(q)
@@ -238,14 +240,28 @@ func (x *Index) fuseDense(ctx context.Context, q string, lex search.DocumentMatc
 		}
 		slices.SortFunc(dh, func(a, b denseHit) int { return cmp.Compare(b.score, a.score) })
 	} else {
+		var qvs [][]float32
+		if x.cfg.denseSeg {
+			for _, sg := range segments(q) {
+				if v := x.dense.query(sg); v != nil {
+					qvs = append(qvs, v)
+				}
+			}
+		}
 		var err error
-		if dh, err = x.dense.search(ctx, qv, max(x.cfg.denseTop, 1), visible); err != nil {
+		if dh, err = x.dense.search(ctx, qv, max(x.cfg.denseTop, 1), visible, qvs...); err != nil {
 			return nil, err
 		}
 	}
 	if len(dh) == 0 {
 		return lex, nil
 	}
+	return x.fuseHits(lex, dh), nil
+}
+
+// fuseHits is fuseDense's fusion of the BM25 candidates lex and the dense
+// candidates dh (both best first).
+func (x *Index) fuseHits(lex search.DocumentMatchCollection, dh []denseHit) search.DocumentMatchCollection {
 	w := x.cfg.denseWeight
 	score := make(map[string]float64, len(lex)+len(dh))
 	if len(lex) > 0 && lex[0].Score > 0 {
@@ -279,7 +295,7 @@ func (x *Index) fuseDense(ctx context.Context, q string, lex search.DocumentMatc
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
-	return out, nil
+	return out
 }
 
 // catalogWords gathers the analyzed terms of the index (df's keys) that

@@ -90,7 +90,7 @@ func splitCandidates() []splitCandidate {
 	// The semantic signal (semantic.go): word-vector dense stage fused
 	// with BM25.
 	dn := splitCandidate{name: "dense"}
-	for _, w := range []float64{0.1, 0.2, 0.35, 0.5, 0.75, 1} {
+	for _, w := range []float64{0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1} {
 		for _, pc := range []bool{false, true} {
 			dn.grid = append(dn.grid, splitSetting{fmt.Sprintf("w=%.2f pc=%v", w, pc),
 				with(func(c *router.Config) { c.DenseWeight, c.DensePC = w, pc })})
@@ -109,6 +109,12 @@ func splitCandidates() []splitCandidate {
 			with(func(c *router.Config) { c.DenseWeight, c.DensePC, c.DenseRerank = w, true, true })})
 	}
 	cs = append(cs, dnRe)
+	dnSeg := splitCandidate{name: "dense-clauses"}
+	for _, w := range []float64{0.1, 0.2, 0.35, 0.5} {
+		dnSeg.grid = append(dnSeg.grid, splitSetting{fmt.Sprintf("w=%.2f pc=true", w),
+			with(func(c *router.Config) { c.DenseWeight, c.DensePC, c.DenseSeg = w, true, true })})
+	}
+	cs = append(cs, dnSeg)
 	vec := splitCandidate{name: "vec-expand"}
 	for _, w := range []float64{0.2, 0.5} {
 		for _, mc := range []float64{0.55, 0.7} {

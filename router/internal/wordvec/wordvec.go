@@ -57,7 +57,9 @@ func Parse(b []byte) (*Table, error) {
 	}
 	dims := int(binary.LittleEndian.Uint16(b[4:]))
 	n := int(binary.LittleEndian.Uint32(b[6:]))
-	if dims < 1 || dims > maxDims || n > maxWords {
+	// Every word takes at least 6+dims bytes: refuse a header that
+	// promises more before allocating for it.
+	if dims < 1 || dims > maxDims || n > maxWords || n*(6+dims) > len(b)-10 {
 		return nil, fmt.Errorf("%w: %d words of %d dimensions", ErrFormat, n, dims)
 	}
 	t := &Table{dims: dims, index: make(map[string]int32, n), ranks: make([]uint32, n)}
