@@ -265,20 +265,30 @@ func (x *Index) fuseHits(lex search.DocumentMatchCollection, dh []denseHit) sear
 	w := x.cfg.denseWeight
 	score := make(map[string]float64, len(lex)+len(dh))
 	if len(lex) > 0 && lex[0].Score > 0 {
+		rank := 0
 		for i, dm := range lex {
+			// BM25 ties come in bleve's internal order, which varies
+			// between builds: a tied group shares its first rank.
+			if i == 0 || dm.Score != lex[i-1].Score {
+				rank = i
+			}
 			if x.cfg.denseRRF {
-				score[dm.ID] += 1 / float64(60+i+1)
+				score[dm.ID] += 1 / float64(60+rank+1)
 			} else {
 				score[dm.ID] += dm.Score / lex[0].Score
 			}
 		}
 	}
 	hi, lo := float64(dh[0].score), float64(dh[len(dh)-1].score)
+	rank := 0
 	for r, h := range dh {
+		if r == 0 || h.score != dh[r-1].score {
+			rank = r
+		}
 		id := x.dense.items[h.i].ID
 		switch {
 		case x.cfg.denseRRF:
-			score[id] += w / float64(60+r+1)
+			score[id] += w / float64(60+rank+1)
 		case hi > lo:
 			score[id] += w * (float64(h.score) - lo) / (hi - lo)
 		default:

@@ -58,19 +58,24 @@ func TestFuseDense(t *testing.T) {
 	items := []*catalog.Item{{ID: "a"}, {ID: "b"}, {ID: "c"}}
 	d := &dense{items: items}
 	lex := search.DocumentMatchCollection{{ID: "a", Score: 4}, {ID: "b", Score: 2}}
+	tied := search.DocumentMatchCollection{{ID: "b", Score: 2}, {ID: "a", Score: 2}}
 	dh := []denseHit{{2, 0.9}, {1, 0.7}, {0, 0.5}}
 	for _, tc := range []struct {
 		name string
 		cfg  config
+		lex  search.DocumentMatchCollection
 		want map[string]float64
 	}{
 		// a: 4/4 + 0.5*0; b: 2/4 + 0.5*0.5; c: 0.5*1
-		{"sum", config{denseWeight: 0.5}, map[string]float64{"a": 1, "b": 0.75, "c": 0.5}},
-		{"rrf", config{denseWeight: 1, denseRRF: true}, map[string]float64{
+		{"sum", config{denseWeight: 0.5}, lex, map[string]float64{"a": 1, "b": 0.75, "c": 0.5}},
+		{"rrf", config{denseWeight: 1, denseRRF: true}, lex, map[string]float64{
 			"a": 1.0/61 + 1.0/63, "b": 1.0/62 + 1.0/62, "c": 1.0 / 61}},
+		// BM25 ties share a rank, whatever order bleve gave them in.
+		{"rrf ties", config{denseWeight: 1, denseRRF: true}, tied, map[string]float64{
+			"a": 1.0/61 + 1.0/63, "b": 1.0/61 + 1.0/62, "c": 1.0 / 61}},
 	} {
 		x := &Index{cfg: tc.cfg, dense: d}
-		out := x.fuseHits(lex, dh)
+		out := x.fuseHits(tc.lex, dh)
 		if len(out) != len(tc.want) {
 			t.Fatalf("%s: %d hits, want %d", tc.name, len(out), len(tc.want))
 		}
