@@ -83,3 +83,49 @@ func TestDenseRecall(t *testing.T) {
 			ds.Recall[5], ds.Recall[20], ds.Recall[50], bs.Recall[5], bs.Recall[20], bs.Recall[50], us.Recall[100])
 	}
 }
+
+// TestMissingGoldServers counts, for the livemcpbench golds outside BM25's
+// top 50, how many belong to a server BM25 ranks among its top 5 or 6-10
+// (QUIVER_TUNE=1): what completing the top servers could reach.
+func TestMissingGoldServers(t *testing.T) {
+	if os.Getenv("QUIVER_TUNE") == "" {
+		t.Skip("set QUIVER_TUNE=1")
+	}
+	items, qs := loadReal(t)
+	x, err := router.NewIndex(items, router.IndexOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	total, in50, srv5, srv10 := 0, 0, 0, 0
+	for _, q := range qs {
+		if q.Source != "livemcpbench" {
+			continue
+		}
+		hits, _ := x.Search(context.Background(), q.Text, 50)
+		for _, g := range q.Golds {
+			total++
+			found := false
+			for _, h := range hits {
+				if g.Matches(h.Item.Server, h.Item.UpstreamName) {
+					found = true
+				}
+			}
+			if found {
+				in50++
+				continue
+			}
+			for i, h := range hits {
+				if g.Matches(h.Item.Server, g.Tool) {
+					if i < 5 {
+						srv5++
+					} else if i < 10 {
+						srv10++
+					}
+					break
+				}
+			}
+		}
+	}
+	fmt.Printf("golds %d, in BM25 top 50 %d; of the rest, server among top 5: %d, top 6-10: %d\n", total, in50, srv5, srv10)
+}
