@@ -33,7 +33,7 @@ func TestDenseRecall(t *testing.T) {
 		byID[it.ID] = it
 	}
 	cfg := router.DefaultConfig()
-	cfg.DenseWeight, cfg.DensePC = 1, os.Getenv("QUIVER_PC") != ""
+	cfg.DenseWeight, cfg.DensePC, cfg.DenseIDF = 1, os.Getenv("QUIVER_PC") != "", os.Getenv("QUIVER_IDF") != ""
 	x, err := router.NewIndexConfig(items, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -51,6 +51,7 @@ type Config struct {
 	DenseRerank  bool
 	DensePC      bool
 	DenseSeg     bool
+	DenseIDF     bool
 	VecWeight    float64
 	VecTop       int
 	VecMin       float64
@@ -79,7 +80,7 @@ func DefaultConfig() Config {
 		Combined: c.combined, Abbrev: c.abbrev, AbbrevWeight: c.abbrevWeight, NoSplit: c.noSplit,
 		SynWeight: c.synWeight, AssocWeight: c.assocWeight, AssocTop: c.assocTop, AssocMin: c.assocMin,
 		PrfDocs: c.prfDocs, PrfTerms: c.prfTerms, PrfWeight: c.prfWeight, RRF: c.rrf, SegWeight: c.segWeight, WnWeight: c.wnWeight, WnDer: c.wnDer, WnHyp: c.wnHyp, GapOnly: c.gapOnly, MaxDF: c.maxDF, Batch: c.batch,
-		DenseWeight: c.denseWeight, DenseTop: c.denseTop, DenseRRF: c.denseRRF, DenseRerank: c.denseRerank, DensePC: c.densePC, DenseSeg: c.denseSeg,
+		DenseWeight: c.denseWeight, DenseTop: c.denseTop, DenseRRF: c.denseRRF, DenseRerank: c.denseRerank, DensePC: c.densePC, DenseSeg: c.denseSeg, DenseIDF: c.denseIDF,
 		VecWeight: c.vecWeight, VecTop: c.vecTop, VecMin: c.vecMin}
 }
 
@@ -91,7 +92,7 @@ func NewIndexConfig(items []*catalog.Item, c Config) (*Index, error) {
 		flatIDF: c.FlatIDF, enums: c.Enums, combined: c.Combined, abbrev: c.Abbrev, abbrevWeight: c.AbbrevWeight, noSplit: c.NoSplit,
 		synWeight: c.SynWeight, assocWeight: c.AssocWeight, assocTop: c.AssocTop, assocMin: c.AssocMin,
 		prfDocs: c.PrfDocs, prfTerms: c.PrfTerms, prfWeight: c.PrfWeight, rrf: c.RRF, segWeight: c.SegWeight, wnWeight: c.WnWeight, wnDer: c.WnDer, wnHyp: c.WnHyp, gapOnly: c.GapOnly, maxDF: c.MaxDF, batch: c.Batch,
-		denseWeight: c.DenseWeight, denseTop: c.DenseTop, denseRRF: c.DenseRRF, denseRerank: c.DenseRerank, densePC: c.DensePC, denseSeg: c.DenseSeg,
+		denseWeight: c.DenseWeight, denseTop: c.DenseTop, denseRRF: c.DenseRRF, denseRerank: c.DenseRerank, densePC: c.DensePC, denseSeg: c.DenseSeg, denseIDF: c.DenseIDF,
 		vecWeight: c.VecWeight, vecTop: c.VecTop, vecMin: c.VecMin, vectors: wordvec.Load})
 }
 

@@ -218,7 +218,7 @@ func newIndex(items []*catalog.Item, cfg config) (*Index, error) {
 		if err != nil {
 			return nil, fmt.Errorf("router: word vectors: %w", err)
 		}
-		x.dense = newDense(tab, kept, texts, x.voc, cfg.densePC)
+		x.dense = newDense(tab, kept, texts, x.voc, cfg.densePC, cfg.denseIDF)
 		if cfg.vecWeight > 0 {
 			x.dense.catalogWords(x.df)
 		}

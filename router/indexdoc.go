@@ -172,6 +172,8 @@ type config struct {
 	// denseSeg also scores each clause of a task-style query (segments)
 	// and keeps a tool's best cosine.
 	denseSeg bool
+	// denseIDF also weighs each word by its idf over the catalog.
+	denseIDF bool
 	// vecWeight > 0 expands each query term with its vecTop nearest
 	// catalog terms by word-vector cosine (at least vecMin), weighted by
 	// that cosine, fused as the other expansions with weight vecWeight.

@@ -3,6 +3,7 @@ package router
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
 
 	"github.com/blevesearch/bleve/v2/search"
@@ -46,6 +47,7 @@ type dense struct {
 	vecs  []float32 // len(items) rows of dims, unit length
 	pc    []float32 // common component removed from every vector; nil: none
 	row   map[string]int
+	idf   map[string]float64 // catalog idf of words (nil: off)
 	// words are the catalog's terms with a vector, wordVecs their unit
 	// vectors (rows of dims), for the expansion by neighbours.
 	words    []string
@@ -53,8 +55,11 @@ type dense struct {
 }
 
 // newDense builds the tool vectors of items (texts[i] is items[i]'s text).
-func newDense(tab *wordvec.Table, items []*catalog.Item, texts []itemText, voc *vocabulary, removePC bool) *dense {
+func newDense(tab *wordvec.Table, items []*catalog.Item, texts []itemText, voc *vocabulary, removePC, idf bool) *dense {
 	d := &dense{tab: tab, voc: voc, dims: tab.Dims(), items: items, row: make(map[string]int, len(items))}
+	if idf {
+		d.catalogIDF(texts)
+	}
 	for i, it := range items {
 		d.row[it.ID] = i
 	}
@@ -90,39 +95,85 @@ func newDense(tab *wordvec.Table, items []*catalog.Item, texts []itemText, voc *
 	return d
 }
 
-// addText adds the SIF-weighted vectors of the words of s to v and returns
-// how many words had a vector.
+// addText adds the weighted vectors of the words of s to v and returns
+// how many words had a vector. A word weighs its SIF weight, times its
+// catalog idf when that is on.
 func (d *dense) addText(v []float32, s string) int {
 	n := 0
-	add := func(w string) bool {
+	d.eachWord(s, func(w string) bool {
 		r, ok := d.tab.Rank(w)
 		if !ok {
 			return false
 		}
-		d.tab.AddTo(v, w, float32(wordvec.SIF(r, sifA)))
+		weight := wordvec.SIF(r, sifA)
+		if d.idf != nil {
+			if i, ok := d.idf[w]; ok {
+				weight *= i
+			}
+		}
+		d.tab.AddTo(v, w, float32(weight))
 		n++
 		return true
-	}
+	})
+	return n
+}
+
+// eachWord calls use with the words of s as the vectors see them: each run of
+// letters and digits whole when it has several parts and use accepts it
+// ("GitHub"), otherwise its parts, a part use refuses decompounded.
+func (d *dense) eachWord(s string, use func(string) bool) {
 	runs := 0
 	eachRun(s, false, func(run string, parts []string) {
 		if runs >= maxQueryWords || len(run) > maxRunBytes {
 			return
 		}
 		runs++
-		if len(parts) > 1 && add(lowerASCII(run)) {
+		if len(parts) > 1 && use(lowerASCII(run)) {
 			return
 		}
 		for _, p := range parts {
 			w := lowerASCII(p)
-			if add(w) {
+			if use(w) {
 				continue
 			}
 			for _, c := range d.voc.decompound(w) {
-				add(c)
+				use(c)
 			}
 		}
 	})
-	return n
+}
+
+// catalogIDF sets d.idf: per word with a vector, log((N+1)/(df+1)) over
+// log(N+1), df the number of items whose text holds it; a word no item
+// holds keeps weight 1.
+func (d *dense) catalogIDF(texts []itemText) {
+	df := map[string]int{}
+	seen := map[string]bool{}
+	for i := range texts {
+		clear(seen)
+		for f := range numFields {
+			if denseFieldWeights[f] == 0 {
+				continue
+			}
+			for _, s := range texts[i][f] {
+				d.eachWord(s, func(w string) bool {
+					if _, ok := d.tab.Rank(w); !ok {
+						return false
+					}
+					if !seen[w] {
+						seen[w] = true
+						df[w]++
+					}
+					return true
+				})
+			}
+		}
+	}
+	n := math.Log(float64(len(texts) + 1))
+	d.idf = make(map[string]float64, len(df))
+	for w, c := range df {
+		d.idf[w] = math.Log(float64(len(texts)+1)/float64(c+1)) / n
+	}
 }
 
 // query returns the unit vector of q, or nil when no word of q has one.

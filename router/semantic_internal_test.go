@@ -22,7 +22,7 @@ func TestDenseWords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newDense(tab, nil, nil, voc, false)
+	d := newDense(tab, nil, nil, voc, false, false)
 	vec := func(s string) ([]float32, int) {
 		v := make([]float32, d.dims)
 		n := d.addText(v, s)

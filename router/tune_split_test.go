@@ -115,6 +115,12 @@ func splitCandidates() []splitCandidate {
 			with(func(c *router.Config) { c.DenseWeight, c.DensePC, c.DenseSeg = w, true, true })})
 	}
 	cs = append(cs, dnSeg)
+	dnIDF := splitCandidate{name: "dense-idf"}
+	for _, w := range []float64{0.05, 0.1, 0.2, 0.35} {
+		dnIDF.grid = append(dnIDF.grid, splitSetting{fmt.Sprintf("w=%.2f pc=true", w),
+			with(func(c *router.Config) { c.DenseWeight, c.DensePC, c.DenseIDF = w, true, true })})
+	}
+	cs = append(cs, dnIDF)
 	vec := splitCandidate{name: "vec-expand"}
 	for _, w := range []float64{0.2, 0.5} {
 		for _, mc := range []float64{0.55, 0.7} {
