@@ -375,7 +375,7 @@ func (x *Index) lexical(ctx context.Context, q string, k int, bq query.Query, te
 		hits = x.fuse(hits, althits)
 	}
 	if x.dense != nil && x.cfg.denseWeight > 0 {
-		if hits, err = x.fuseDense(ctx, q, hits, visible); err != nil {
+		if hits, err = x.denseStage(ctx, q, bq, hits, size, k, visible); err != nil {
 			return nil, err
 		}
 	}

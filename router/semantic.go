@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/blevesearch/bleve/v2/search"
+	"github.com/blevesearch/bleve/v2/search/query"
 
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/router/internal/wordvec"
@@ -266,6 +267,25 @@ func (d *dense) search(ctx context.Context, qv []float32, top int, visible Visib
 		}
 	}
 	return out, nil
+}
+
+// denseStage fuses the dense stage into the BM25 candidates hits (of the
+// query bq, cut at size). When every candidate is hidden and more items
+// match beyond the cut, the candidates are first all of bq's matches, as
+// lexical does without the dense stage: a visible lexical match must not
+// lose to the dense stage's guesses for want of a place in the cut.
+func (x *Index) denseStage(ctx context.Context, q string, bq query.Query, hits search.DocumentMatchCollection, size, k int, visible Visible) (search.DocumentMatchCollection, error) {
+	if visible != nil && len(hits) >= size && !slices.ContainsFunc(hits, func(dm *search.DocumentMatch) bool {
+		it := x.items[dm.ID]
+		return it != nil && visible(it)
+	}) {
+		all, err := x.top(ctx, bq, len(x.items), k)
+		if err != nil {
+			return nil, err
+		}
+		hits = all
+	}
+	return x.fuseDense(ctx, q, hits, visible)
 }
 
 // fuseDense merges the BM25 candidates (lex, best first) with the dense

@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/quiver-mcp/quiver/catalog"
@@ -81,5 +82,33 @@ func TestDenseOffUnchanged(t *testing.T) {
 		if !slices.Equal(names(a), names(b)) {
 			t.Errorf("%q: %v, default %v", q, names(a), names(b))
 		}
+	}
+}
+
+// TestDenseHiddenCandidates: with the dense stage on, when every lexical
+// candidate is hidden, a visible lexical match further down still counts
+// (the dense stage's own guesses do not take its place).
+func TestDenseHiddenCandidates(t *testing.T) {
+	var defs []catalog.ToolDef
+	for i := range 150 {
+		defs = append(defs, catalog.ToolDef{Server: "hidden", Name: "invoice_tool_" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune('a'+i/26)),
+			Description: "Create an invoice. Invoice invoice invoice."})
+	}
+	defs = append(defs,
+		catalog.ToolDef{Server: "shown", Name: "billing", Description: "Send an invoice to a customer, with a long description that dilutes the match of its single invoice word."},
+		catalog.ToolDef{Server: "shown", Name: "payment_receipt", Description: "Record a payment receipt for an order."})
+	c := router.DefaultConfig()
+	c.DenseWeight, c.DensePC, c.DenseTop = 1, true, 1 // the dense stage brings one tool
+	x, err := router.NewIndexConfig(ingest(t, defs), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	hits, err := x.SearchVisible(context.Background(), "invoice", 5, func(it *catalog.Item) bool { return it.Server == "shown" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(hits, func(h router.Hit) bool { return h.Item.UpstreamName == "billing" && !h.LowConfidence }) {
+		t.Fatalf("hits %v, want billing among them", names(hits))
 	}
 }
