@@ -112,3 +112,44 @@ func TestDenseHiddenCandidates(t *testing.T) {
 		t.Fatalf("hits %v, want billing among them", names(hits))
 	}
 }
+
+// FuzzSearchDense: with the dense stage on, any query either fails as
+// invalid arguments (blank) or gets between 1 and k hits, none hidden, all
+// fallback hits or none.
+func FuzzSearchDense(f *testing.F) {
+	for _, s := range []string{"weather and my cash", "remember facts about a person", "GitHub commits", "qqqq", "\xff\xfe", "the of and"} {
+		f.Add(s, 3)
+	}
+	c := router.DefaultConfig()
+	c.DenseWeight, c.DensePC = 1, true
+	idx, err := router.NewIndexConfig(ingest(f, slices.Concat(memoryFleet, walletFleet)), c)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { idx.Close() })
+	noWallet := func(it *catalog.Item) bool { return it.Server != "wallet" && it.Server != "memory" }
+	f.Fuzz(func(t *testing.T, q string, k int) {
+		k = 1 + (k&0x7fffffff)%router.MaxTopK
+		hits, err := idx.SearchVisible(context.Background(), q, k, noWallet)
+		if strings.TrimSpace(q) == "" {
+			if err == nil {
+				t.Fatalf("%q: want an error", q)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", q, err)
+		}
+		if len(hits) == 0 || len(hits) > k {
+			t.Fatalf("%q k=%d: %d hits", q, k, len(hits))
+		}
+		for _, h := range hits {
+			if !noWallet(h.Item) {
+				t.Fatalf("%q: hidden %s", q, h.Item.ID)
+			}
+			if h.LowConfidence != hits[0].LowConfidence {
+				t.Fatalf("%q: mixed lexical and fallback hits", q)
+			}
+		}
+	})
+}
