@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/quiver-mcp/quiver/benchmarks"
@@ -143,6 +144,108 @@ func BenchmarkSearchFallback(b *testing.B) {
 				if _, err := x.Search(ctx, q, 10); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkSearchDense compares Search with the semantic signal off and on
+// (dense stage over all tools, weight 0.1, common component removed),
+// the two indexes built side by side and searched alternately in rounds,
+// so that the machine's load weighs on both alike. QUIVER_BENCH_SCALE=10
+// runs it on the x10 synthetic catalog.
+func BenchmarkSearchDense(b *testing.B) {
+	items, qs := loadReal(b)
+	if os.Getenv("QUIVER_BENCH_SCALE") == "10" {
+		items = synthetic(b, 10)
+	}
+	var xs [2]*router.Index
+	for i, w := range []float64{0, 0.1} {
+		c := router.DefaultConfig()
+		c.DenseWeight, c.DensePC = w, true
+		x, err := router.NewIndexConfig(items, c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer x.Close()
+		xs[i] = x
+	}
+	ctx := context.Background()
+	for _, src := range benchmarks.Sources(qs) {
+		var texts []string
+		for _, q := range qs {
+			if q.Source == src {
+				texts = append(texts, q.Text)
+			}
+		}
+		for round := range 2 {
+			for i, name := range []string{"off", "dense"} {
+				b.Run(fmt.Sprintf("%s/%s/round%d", src, name, round), func(b *testing.B) {
+					b.ReportAllocs()
+					n := 0
+					for b.Loop() {
+						if _, err := xs[i].Search(ctx, texts[n%len(texts)], 10); err != nil {
+							b.Fatal(err)
+						}
+						n++
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkNewIndexDense is the build cost of the tool vectors: the index
+// with the dense stage on (table parse and one vector per tool) against
+// the default, on the real catalog.
+func BenchmarkNewIndexDense(b *testing.B) {
+	items, _ := loadReal(b)
+	for round := range 2 {
+		for _, w := range []float64{0, 0.1} {
+			b.Run(fmt.Sprintf("w=%.1f/round%d", w, round), func(b *testing.B) {
+				c := router.DefaultConfig()
+				c.DenseWeight, c.DensePC = w, true
+				b.ReportAllocs()
+				for b.Loop() {
+					x, err := router.NewIndexConfig(items, c)
+					if err != nil {
+						b.Fatal(err)
+					}
+					x.Close()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkDenseStage times the dense stage alone (query vector and a scan
+// of every tool's vector), the part the semantic signal adds to a search.
+// QUIVER_BENCH_SCALE=10 runs it on the x10 synthetic catalog.
+func BenchmarkDenseStage(b *testing.B) {
+	items, qs := loadReal(b)
+	if os.Getenv("QUIVER_BENCH_SCALE") == "10" {
+		items = synthetic(b, 10)
+	}
+	c := router.DefaultConfig()
+	c.DenseWeight, c.DensePC = 0.1, true
+	x, err := router.NewIndexConfig(items, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	for _, src := range benchmarks.Sources(qs) {
+		var texts []string
+		for _, q := range qs {
+			if q.Source == src {
+				texts = append(texts, q.Text)
+			}
+		}
+		b.Run(src, func(b *testing.B) {
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				router.DenseStage(x, texts[n%len(texts)])
+				n++
 			}
 		})
 	}

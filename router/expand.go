@@ -304,6 +304,7 @@ func (x *Index) fuseWeight() float64 {
 		w = max(w, x.cfg.prfWeight)
 	}
 	w = max(w, x.cfg.wnWeight)
+	w = max(w, x.cfg.vecWeight)
 	return w
 }
 

@@ -2,9 +2,11 @@ package router
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/router/internal/wordvec"
 )
 
 // Tuning hooks for the external tests (tune_test.go).
@@ -43,6 +45,16 @@ type Config struct {
 	GapOnly      bool
 	MaxDF        float64
 	Batch        int
+	DenseWeight  float64
+	DenseTop     int
+	DenseRRF     bool
+	DenseRerank  bool
+	DensePC      bool
+	DenseSeg     bool
+	DenseIDF     bool
+	VecWeight    float64
+	VecTop       int
+	VecMin       float64
 }
 
 // Analyzer names and structures for the harness.
@@ -67,7 +79,9 @@ func DefaultConfig() Config {
 		Candidates: c.candidates, Nested: c.nested, QueryStop: c.queryStop, FlatIDF: c.flatIDF, Enums: c.enums,
 		Combined: c.combined, Abbrev: c.abbrev, AbbrevWeight: c.abbrevWeight, NoSplit: c.noSplit,
 		SynWeight: c.synWeight, AssocWeight: c.assocWeight, AssocTop: c.assocTop, AssocMin: c.assocMin,
-		PrfDocs: c.prfDocs, PrfTerms: c.prfTerms, PrfWeight: c.prfWeight, RRF: c.rrf, SegWeight: c.segWeight, WnWeight: c.wnWeight, WnDer: c.wnDer, WnHyp: c.wnHyp, GapOnly: c.gapOnly, MaxDF: c.maxDF, Batch: c.batch}
+		PrfDocs: c.prfDocs, PrfTerms: c.prfTerms, PrfWeight: c.prfWeight, RRF: c.rrf, SegWeight: c.segWeight, WnWeight: c.wnWeight, WnDer: c.wnDer, WnHyp: c.wnHyp, GapOnly: c.gapOnly, MaxDF: c.maxDF, Batch: c.batch,
+		DenseWeight: c.denseWeight, DenseTop: c.denseTop, DenseRRF: c.denseRRF, DenseRerank: c.denseRerank, DensePC: c.densePC, DenseSeg: c.denseSeg, DenseIDF: c.denseIDF,
+		VecWeight: c.vecWeight, VecTop: c.vecTop, VecMin: c.vecMin}
 }
 
 // NewIndexConfig builds an index with explicit knobs.
@@ -77,7 +91,9 @@ func NewIndexConfig(items []*catalog.Item, c Config) (*Index, error) {
 		serverTop: c.ServerTop, candidates: c.Candidates, nested: c.Nested, queryStop: c.QueryStop,
 		flatIDF: c.FlatIDF, enums: c.Enums, combined: c.Combined, abbrev: c.Abbrev, abbrevWeight: c.AbbrevWeight, noSplit: c.NoSplit,
 		synWeight: c.SynWeight, assocWeight: c.AssocWeight, assocTop: c.AssocTop, assocMin: c.AssocMin,
-		prfDocs: c.PrfDocs, prfTerms: c.PrfTerms, prfWeight: c.PrfWeight, rrf: c.RRF, segWeight: c.SegWeight, wnWeight: c.WnWeight, wnDer: c.WnDer, wnHyp: c.WnHyp, gapOnly: c.GapOnly, maxDF: c.MaxDF, batch: c.Batch})
+		prfDocs: c.PrfDocs, prfTerms: c.PrfTerms, prfWeight: c.PrfWeight, rrf: c.RRF, segWeight: c.SegWeight, wnWeight: c.WnWeight, wnDer: c.WnDer, wnHyp: c.WnHyp, gapOnly: c.GapOnly, maxDF: c.MaxDF, batch: c.Batch,
+		denseWeight: c.DenseWeight, denseTop: c.DenseTop, denseRRF: c.DenseRRF, denseRerank: c.DenseRerank, densePC: c.DensePC, denseSeg: c.DenseSeg, denseIDF: c.DenseIDF,
+		vecWeight: c.VecWeight, vecTop: c.VecTop, vecMin: c.VecMin, vectors: wordvec.Load})
 }
 
 // BoundaryTie reports whether the bleve hits of q tie across position size.
@@ -88,4 +104,46 @@ func BoundaryTie(x *Index, q string, size int) bool {
 	}
 	res, err := x.idx.SearchInContext(context.Background(), bleve.NewSearchRequestOptions(bq, size+1, 0, false))
 	return err == nil && len(res.Hits) == size+1 && res.Hits[size].Score == res.Hits[size-1].Score
+}
+
+// DenseIDs returns the ids of the n best visible tools of the dense stage
+// alone (nil when it is off or q has no word vector).
+func DenseIDs(x *Index, q string, n int) []string {
+	if x.dense == nil {
+		return nil
+	}
+	qv := x.dense.query(q)
+	if qv == nil {
+		return nil
+	}
+	dh, _ := x.dense.search(context.Background(), qv, n, nil)
+	out := make([]string, len(dh))
+	for i, h := range dh {
+		out[i] = x.dense.items[h.i].ID
+	}
+	return out
+}
+
+// Neighbours returns the expansion terms of an analyzed term by word
+// vectors, "term:cosine".
+func Neighbours(x *Index, term string, top int, minCos float64) []string {
+	if x.dense == nil || x.dense.words == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range x.dense.neighbours(term, top, minCos) {
+		out = append(out, fmt.Sprintf("%s:%.2f", e.term, e.weight))
+	}
+	return out
+}
+
+// DenseStage runs the dense stage alone (query vector and scan of every
+// tool) and returns how many tools it kept.
+func DenseStage(x *Index, q string) int {
+	qv := x.dense.query(q)
+	if qv == nil {
+		return 0
+	}
+	dh, _ := x.dense.search(context.Background(), qv, x.cfg.denseTop, nil)
+	return len(dh)
 }

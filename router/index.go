@@ -73,6 +73,9 @@ type Index struct {
 	wn      expansions
 	wnBuild func() expansions
 
+	// dense is the semantic signal (semantic.go), nil when off.
+	dense *dense
+
 	mu     sync.RWMutex // guards idx against Close during Search
 	idx    bleve.Index
 	closed bool
@@ -207,6 +210,19 @@ func newIndex(items []*catalog.Item, cfg config) (*Index, error) {
 		}
 	}
 	known := func(t string) bool { _, ok := x.df[t]; return ok }
+	if cfg.denseWeight > 0 || cfg.vecWeight > 0 {
+		if cfg.vectors == nil {
+			return nil, errors.New("router: word vectors not linked")
+		}
+		tab, err := cfg.vectors()
+		if err != nil {
+			return nil, fmt.Errorf("router: word vectors: %w", err)
+		}
+		x.dense = newDense(tab, kept, texts, x.voc, cfg.densePC, cfg.denseIDF)
+		if cfg.vecWeight > 0 {
+			x.dense.catalogWords(x.df)
+		}
+	}
 	// The curated and WordNet alternatives serve the fallback always, and
 	// the lexical search only when their weights are set.
 	x.syn = synonymExpansions(x.descAn, known)
@@ -341,7 +357,7 @@ func (x *Index) lexical(ctx context.Context, q string, k int, bq query.Query, te
 		}
 	}
 	var alt []queryTerm
-	if x.cfg.synWeight > 0 || x.assoc != nil || x.cfg.wnWeight > 0 {
+	if x.cfg.synWeight > 0 || x.assoc != nil || x.cfg.wnWeight > 0 || x.cfg.vecWeight > 0 {
 		if x.cfg.gapOnly {
 			alt = x.expand(gaps, terms)
 		} else {
@@ -357,6 +373,11 @@ func (x *Index) lexical(ctx context.Context, q string, k int, bq query.Query, te
 			return nil, err
 		}
 		hits = x.fuse(hits, althits)
+	}
+	if x.dense != nil && x.cfg.denseWeight > 0 {
+		if hits, err = x.denseStage(ctx, q, bq, hits, size, k, visible); err != nil {
+			return nil, err
+		}
 	}
 	out := x.rank(hits, k, visible)
 	if len(out) == 0 && visible != nil && len(hits) >= size {

@@ -15,6 +15,7 @@ import (
 	index "github.com/blevesearch/bleve_index_api"
 
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/router/internal/wordvec"
 )
 
 // field is one indexed field of an item. Each is a separate BM25 field with
@@ -157,6 +158,32 @@ type config struct {
 	// of searching 9 segments instead of one there; catalogs up to 4096
 	// tools keep one segment (benchmarks/README.md, routing).
 	batch int
+
+	// The semantic signal (semantic.go), measured by the same protocol.
+
+	// denseWeight > 0 turns on the dense stage over word vectors, fused
+	// with BM25 with this weight; denseTop tools enter from it; denseRRF
+	// fuses by reciprocal rank; denseRerank only re-scores the BM25
+	// candidates; densePC removes the tools' common component.
+	denseWeight           float64
+	denseTop              int
+	denseRRF, denseRerank bool
+	densePC               bool
+	// denseSeg also scores each clause of a task-style query (segments)
+	// and keeps a tool's best cosine.
+	denseSeg bool
+	// denseIDF also weighs each word by its idf over the catalog.
+	denseIDF bool
+	// vecWeight > 0 expands each query term with its vecTop nearest
+	// catalog terms by word-vector cosine (at least vecMin), weighted by
+	// that cosine, fused as the other expansions with weight vecWeight.
+	vecWeight float64
+	vecTop    int
+	vecMin    float64
+	// vectors loads the word-vector table (wordvec.Load) for the two
+	// above. It is nil by default so that the 2.4 MB table is not linked
+	// into the binary while both are off; the tuning harness sets it.
+	vectors func() (*wordvec.Table, error)
 }
 
 func defaultConfig() config {
@@ -176,6 +203,7 @@ func defaultConfig() config {
 		candidates:   100,
 		nested:       true,
 		batch:        4096,
+		denseTop:     100,
 	}
 	for f := range c.analyzer {
 		c.analyzer[f] = anLight

@@ -196,7 +196,7 @@ func (x *Index) expand(from, terms []queryTerm) []queryTerm {
 			continue
 		}
 		done[posTerm{t.pos, t.term}] = true
-		var sources [3][]expansion
+		var sources [4][]expansion
 		if x.cfg.synWeight > 0 {
 			sources[0] = x.syn[t.term]
 		}
@@ -204,6 +204,9 @@ func (x *Index) expand(from, terms []queryTerm) []queryTerm {
 			sources[1] = x.wordnet()[t.term]
 		}
 		sources[2] = x.assoc[t.term]
+		if x.cfg.vecWeight > 0 {
+			sources[3] = x.dense.neighbours(t.term, x.cfg.vecTop, x.cfg.vecMin)
+		}
 		for _, alts := range sources {
 			for _, e := range alts {
 				if inQuery[e.term] {

@@ -87,6 +87,50 @@ func splitCandidates() []splitCandidate {
 		prune.grid = append(prune.grid, splitSetting{fmt.Sprintf("maxDF=%.2f", r), with(func(c *router.Config) { c.MaxDF = r })})
 	}
 	cs = append(cs, prune)
+	// The semantic signal (semantic.go): word-vector dense stage fused
+	// with BM25.
+	dn := splitCandidate{name: "dense"}
+	for _, w := range []float64{0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1} {
+		for _, pc := range []bool{false, true} {
+			dn.grid = append(dn.grid, splitSetting{fmt.Sprintf("w=%.2f pc=%v", w, pc),
+				with(func(c *router.Config) { c.DenseWeight, c.DensePC = w, pc })})
+		}
+	}
+	cs = append(cs, dn)
+	dnRRF := splitCandidate{name: "dense-rrf"}
+	for _, w := range []float64{0.25, 0.5, 1, 2} {
+		dnRRF.grid = append(dnRRF.grid, splitSetting{fmt.Sprintf("w=%.2f pc=true", w),
+			with(func(c *router.Config) { c.DenseWeight, c.DensePC, c.DenseRRF = w, true, true })})
+	}
+	cs = append(cs, dnRRF)
+	dnRe := splitCandidate{name: "dense-rerank"}
+	for _, w := range []float64{0.1, 0.2, 0.35, 0.5, 1} {
+		dnRe.grid = append(dnRe.grid, splitSetting{fmt.Sprintf("w=%.2f pc=true", w),
+			with(func(c *router.Config) { c.DenseWeight, c.DensePC, c.DenseRerank = w, true, true })})
+	}
+	cs = append(cs, dnRe)
+	dnSeg := splitCandidate{name: "dense-clauses"}
+	for _, w := range []float64{0.1, 0.2, 0.35, 0.5} {
+		dnSeg.grid = append(dnSeg.grid, splitSetting{fmt.Sprintf("w=%.2f pc=true", w),
+			with(func(c *router.Config) { c.DenseWeight, c.DensePC, c.DenseSeg = w, true, true })})
+	}
+	cs = append(cs, dnSeg)
+	dnIDF := splitCandidate{name: "dense-idf"}
+	for _, w := range []float64{0.05, 0.1, 0.2, 0.35} {
+		dnIDF.grid = append(dnIDF.grid, splitSetting{fmt.Sprintf("w=%.2f pc=true", w),
+			with(func(c *router.Config) { c.DenseWeight, c.DensePC, c.DenseIDF = w, true, true })})
+	}
+	cs = append(cs, dnIDF)
+	vec := splitCandidate{name: "vec-expand"}
+	for _, w := range []float64{0.2, 0.5} {
+		for _, mc := range []float64{0.55, 0.7} {
+			for _, gap := range []bool{false, true} {
+				vec.grid = append(vec.grid, splitSetting{fmt.Sprintf("w=%.1f min=%.2f top=3 gap=%v", w, mc, gap),
+					with(func(c *router.Config) { c.VecWeight, c.VecMin, c.VecTop, c.GapOnly = w, mc, 3, gap })})
+			}
+		}
+	}
+	cs = append(cs, vec)
 	return cs
 }
 
