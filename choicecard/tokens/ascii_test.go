@@ -1,0 +1,115 @@
+package tokens
+
+import (
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+)
+
+// encoderCount is the count by tiktoken-go's encoder, the reference of the
+// ASCII fast path.
+func encoderCount(c *Counter, s string) int { return len(c.enc.EncodeOrdinary(s)) }
+
+// TestCountASCIIMatchesEncoder holds the ASCII fast path to the encoder on the
+// pattern's corner cases (every alternative, and the backtracking between
+// them) and on seeded random text drawn from the bytes that decide them.
+func TestCountASCIIMatchesEncoder(t *testing.T) {
+	c := mustCounter(t)
+	cases := []string{
+		"hello", "hello world", "'s", "'S", "'sa", "'re", "'RE", "'rE", "'r", "'ve", "'v", "'m", "'ll", "'l", "'LL",
+		"'d", "'t", "don't", "we're", "I'll", "'", "''", "'''s", "x's", "'1", "' s",
+		"(hello", "\"text\"", " word", "\tword", "\vword", "\rword", "\nword", "1word", "__init__",
+		"1", "12", "123", "1234", "1234567", "a1b2", " 1", "  1",
+		"!", "!!", " !", " !\n", "!!\r\n\r\nx", " ", "  ", "   x", " \n", "\n", "\n\n", "\r\n", " \r\n ", "\n \n  x",
+		"x  \n  ", "a \t b", "\t\t", "\t\tx", "  \x00", "\x00\x01\x1f\x7f", "\x1c\x1dword", "a\x0bb", "\f\fx",
+		`{"type":"text","text":"hello"}`,
+		`{"summary":"text part 1 inline (1 token).","facts":[],"result":{"content":[{"type":"text","text":"hello"}]},"artifacts":[],"views":[]}`,
+		strings.Repeat("a", 200), strings.Repeat(" ", 200) + "x", strings.Repeat("ab1 ", 60), strings.Repeat("=", 100),
+		"aGVsbG8gd29ybGQgdGhpcyBpcyBiYXNlNjQgZW5jb2RlZCB0ZXh0IHRoYXQgaXMgcXVpdGUgbG9uZyBhbmQgaGFzIG5vIHNwYWNlcw==",
+		"2026-11-26T10:41:00Z INFO request served in 12.5ms path=/mcp status=200\n",
+	}
+	for _, s := range cases {
+		if got, want := c.Count(s), encoderCount(c, s); got != want {
+			t.Errorf("Count(%q) = %d, encoder %d", s, got, want)
+		}
+	}
+	// Random text over the bytes the pattern distinguishes.
+	const alphabet = "aZs'tTrReEvVmMlLdD09 \t\n\r\v\f!\"#(){}:,._-\x00\x1f\x7f"
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		s := string(b)
+		if got, want := c.Count(s), encoderCount(c, s); got != want {
+			t.Fatalf("Count(%q) = %d, encoder %d", s, got, want)
+		}
+	}
+}
+
+// TestCountASCIIOnCatalog compares the two paths on every ASCII line of the
+// shared catalog (descriptions, schemas), when it is there.
+func TestCountASCIIOnCatalog(t *testing.T) {
+	data, err := os.ReadFile("../../../shared/data/tools.jsonl")
+	if err != nil {
+		t.Skip("shared catalog not present:", err)
+	}
+	c := mustCounter(t)
+	lines := strings.Split(string(data), "\n")
+	if testing.Short() {
+		lines = lines[:min(len(lines), 300)]
+	}
+	checked := 0
+	for _, l := range lines {
+		if _, ok := c.countASCII(l); !ok {
+			continue
+		}
+		checked++
+		if got, want := c.Count(l), encoderCount(c, l); got != want {
+			t.Fatalf("Count(catalog line %.80q...) = %d, encoder %d", l, got, want)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no ASCII line in the catalog")
+	}
+}
+
+// TestCountNonASCIIUsesEncoder: text with a byte >= 0x80 (valid or not) is
+// counted by the encoder.
+func TestCountNonASCIIUsesEncoder(t *testing.T) {
+	c := mustCounter(t)
+	for _, s := range []string{"café", "a\xffb", "使用必应搜索", "it’s", "x\u00a0y"} {
+		if _, ok := c.countASCII(s); ok {
+			t.Errorf("countASCII(%q) took the fast path", s)
+		}
+		if got, want := c.Count(s), encoderCount(c, s); got != want {
+			t.Errorf("Count(%q) = %d, encoder %d", s, got, want)
+		}
+	}
+}
+
+func FuzzCountASCII(f *testing.F) {
+	for _, s := range []string{"hello world", "'re 'LL 's", " !!\r\n", "\n \n  x", "123456", "a\tb", "{\"a\":[1,2]}"} {
+		f.Add(s)
+	}
+	c := mustCounter(f)
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > 4096 {
+			return // the encoder's merge is quadratic in a piece's length
+		}
+		if got, want := c.Count(s), encoderCount(c, s); got != want {
+			t.Fatalf("Count(%q) = %d, encoder %d", s, got, want)
+		}
+	})
+}
+
+func BenchmarkCountEncoder(b *testing.B) {
+	c := mustCounter(b)
+	b.SetBytes(int64(len(description200)))
+	b.ReportAllocs()
+	for b.Loop() {
+		encoderCount(c, description200)
+	}
+}
