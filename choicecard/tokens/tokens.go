@@ -137,6 +137,8 @@ func parseRanks(data []byte) (map[string]int, error) {
 }
 
 // Count returns the number of cl100k_base tokens in s. Count("") is 0.
+// ASCII text is counted without the encoder and without allocating (see
+// ascii.go); the count is the same.
 func (c *Counter) Count(s string) int {
 	if s == "" {
 		return 0
