@@ -59,21 +59,8 @@ func asciiPiece(s string) int {
 	b := s[0]
 	// (?i:'s|'t|'re|'ve|'m|'ll|'d): the first alternative that matches wins,
 	// even when a letter follows ("'sa" is "'s", "a").
-	if b == '\'' && len(s) >= 2 {
-		switch s[1] | 0x20 {
-		case 's', 't', 'm', 'd':
-			if isLetterASCII(s[1]) {
-				return 2
-			}
-		case 'r', 'v':
-			if isLetterASCII(s[1]) && len(s) >= 3 && s[2]|0x20 == 'e' && isLetterASCII(s[2]) {
-				return 3
-			}
-		case 'l':
-			if isLetterASCII(s[1]) && len(s) >= 3 && s[2]|0x20 == 'l' && isLetterASCII(s[2]) {
-				return 3
-			}
-		}
+	if k := contractionLen(s); k > 0 {
+		return k
 	}
 	// [^\r\n\p{L}\p{N}]?\p{L}+
 	if isLetterASCII(b) {

@@ -137,13 +137,16 @@ func parseRanks(data []byte) (map[string]int, error) {
 }
 
 // Count returns the number of cl100k_base tokens in s. Count("") is 0.
-// ASCII text is counted without the encoder and without allocating (see
-// ascii.go); the count is the same.
+// Valid UTF-8 text is counted without the encoder and, for ASCII, without
+// allocating (see ascii.go, unicode.go); the count is the same.
 func (c *Counter) Count(s string) int {
 	if s == "" {
 		return 0
 	}
 	if n, ok := c.countASCII(s); ok {
+		return n
+	}
+	if n, ok := c.countUTF8(s); ok {
 		return n
 	}
 	return len(c.enc.EncodeOrdinary(s))

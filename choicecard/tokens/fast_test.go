@@ -49,9 +49,10 @@ func TestCountASCIIMatchesEncoder(t *testing.T) {
 	}
 }
 
-// TestCountASCIIOnCatalog compares the two paths on every ASCII line of the
-// shared catalog (descriptions, schemas), when it is there.
-func TestCountASCIIOnCatalog(t *testing.T) {
+// TestCountOnCatalog compares the fast paths with the encoder on every line
+// of the shared catalog (descriptions and schemas, some in other scripts),
+// when it is there.
+func TestCountOnCatalog(t *testing.T) {
 	data, err := os.ReadFile("../../../shared/data/tools.jsonl")
 	if err != nil {
 		t.Skip("shared catalog not present:", err)
@@ -63,35 +64,59 @@ func TestCountASCIIOnCatalog(t *testing.T) {
 	}
 	checked := 0
 	for _, l := range lines {
-		if _, ok := c.countASCII(l); !ok {
-			continue
-		}
 		checked++
 		if got, want := c.Count(l), encoderCount(c, l); got != want {
 			t.Fatalf("Count(catalog line %.80q...) = %d, encoder %d", l, got, want)
 		}
 	}
 	if checked == 0 {
-		t.Fatal("no ASCII line in the catalog")
+		t.Fatal("no line in the catalog")
 	}
 }
 
-// TestCountNonASCIIUsesEncoder: text with a byte >= 0x80 (valid or not) is
-// counted by the encoder.
-func TestCountNonASCIIUsesEncoder(t *testing.T) {
+// TestCountUTF8MatchesEncoder holds the UTF-8 path to the encoder: letters,
+// numbers and spaces of other scripts, runes next to contractions, and
+// seeded random text mixing them with the ASCII bytes that decide the
+// pattern. Invalid UTF-8 takes the encoder's path.
+func TestCountUTF8MatchesEncoder(t *testing.T) {
 	c := mustCounter(t)
-	for _, s := range []string{"café", "a\xffb", "使用必应搜索", "it’s", "x\u00a0y"} {
-		if _, ok := c.countASCII(s); ok {
-			t.Errorf("countASCII(%q) took the fast path", s)
+	cases := []string{
+		"café", "使用必应搜索指定的关键词", "it’s", "x\u00a0y", "Ünïcödé façade — “quotes” …", "😀👍🏽 ok",
+		"٣٤٥٦ digits", "Ⅻ roman", "½ half", "\u2028line\u2029para", "a\u3000b", "  \u00a0 x", "\u0085\n x", "'ſ", "'K", "'é",
+		"x'Ll", "é's", "\r\n\u00a0\u00a0", "(ñandú)", "\u00a0ñ", "1²³", "a\u200bb", "\ufffd\ufffd", "—\n\n", " «»\r",
+	}
+	for _, s := range cases {
+		if _, ok := c.countUTF8(s); !ok {
+			t.Errorf("countUTF8(%q) did not take the fast path", s)
 		}
 		if got, want := c.Count(s), encoderCount(c, s); got != want {
 			t.Errorf("Count(%q) = %d, encoder %d", s, got, want)
 		}
 	}
+	for _, s := range []string{"a\xffb", "\xe6\x9f", "ok \xc3"} {
+		if _, ok := c.countUTF8(s); ok {
+			t.Errorf("countUTF8(%q) took the fast path on invalid UTF-8", s)
+		}
+		if got, want := c.Count(s), encoderCount(c, s); got != want {
+			t.Errorf("Count(%q) = %d, encoder %d", s, got, want)
+		}
+	}
+	runes := []rune("aZs'tTrReElLdD09 \t\n\r!\"(),._-éñßЖж中文٣½²Ⅻ\u00a0\u2028\u3000\u0085\u200b—“’😀\ufffd")
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		b := make([]rune, rng.IntN(30))
+		for i := range b {
+			b[i] = runes[rng.IntN(len(runes))]
+		}
+		s := string(b)
+		if got, want := c.Count(s), encoderCount(c, s); got != want {
+			t.Fatalf("Count(%q) = %d, encoder %d", s, got, want)
+		}
+	}
 }
 
-func FuzzCountASCII(f *testing.F) {
-	for _, s := range []string{"hello world", "'re 'LL 's", " !!\r\n", "\n \n  x", "123456", "a\tb", "{\"a\":[1,2]}"} {
+func FuzzCount(f *testing.F) {
+	for _, s := range []string{"使用 café’s", "a\xffb", "hello world", "'re 'LL 's", " !!\r\n", "\n \n  x", "123456", "a\tb", "{\"a\":[1,2]}"} {
 		f.Add(s)
 	}
 	c := mustCounter(f)
@@ -111,5 +136,28 @@ func BenchmarkCountEncoder(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		encoderCount(c, description200)
+	}
+}
+
+// descriptionUTF8 is a description with accents, typographic punctuation and
+// CJK, counted by the UTF-8 path.
+const descriptionUTF8 = "Recherche sur le Web via Bing — renvoie « titre », URL et extrait. " +
+	"使用必应搜索指定的关键词，并返回搜索结果。 It’s read-only."
+
+func BenchmarkCountUTF8(b *testing.B) {
+	c := mustCounter(b)
+	b.SetBytes(int64(len(descriptionUTF8)))
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Count(descriptionUTF8)
+	}
+}
+
+func BenchmarkCountUTF8Encoder(b *testing.B) {
+	c := mustCounter(b)
+	b.SetBytes(int64(len(descriptionUTF8)))
+	b.ReportAllocs()
+	for b.Loop() {
+		encoderCount(c, descriptionUTF8)
 	}
 }
