@@ -3,6 +3,8 @@ package benchmarks
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"testing"
 
@@ -204,5 +206,117 @@ func BenchmarkHydrateInMemory(b *testing.B) {
 			b.Fatal(err, ResultText(res))
 		}
 		i++
+	}
+}
+
+// BenchmarkExecuteHTTP is BenchmarkExecuteInMemory over streamable HTTP on
+// 127.0.0.1, once per client revision: at 2026-07-28 every call is a
+// sessionless request (the go-sdk's stateless handler builds a server
+// session per request), at 2025-11-25 it rides one session. cpu-µs/op is
+// the CPU time of the whole process (client and runtime) per call, which
+// other jobs on the machine move much less than ns/op.
+func BenchmarkExecuteHTTP(b *testing.B) {
+	rt, _ := runtimeSession(b)
+	var id string
+	for _, it := range rt.Snapshot().Items(toolid.KindTool) {
+		if it.Server == "bench" {
+			id = it.ID
+		}
+	}
+	srv := httptest.NewServer(rt.Handler("/mcp"))
+	b.Cleanup(srv.Close)
+	params := &mcp.CallToolParams{Name: runtime.ToolExecute, Arguments: map[string]any{"tool_id": id, "args": map[string]any{"text": "hello"}}}
+	for _, proto := range []string{"2026-07-28", "2025-11-25"} {
+		b.Run(proto, func(b *testing.B) {
+			ctx := context.Background()
+			cs, err := newClient("bench").Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1},
+				&mcp.ClientSessionOptions{ProtocolVersion: proto})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cs.Close()
+			if sessionless := cs.ID() == ""; sessionless != (proto >= "2026-07-28") {
+				b.Fatalf("at %s the client's session id is %q", proto, cs.ID())
+			}
+			b.ReportAllocs()
+			cpu := selfCPU()
+			for b.Loop() {
+				res, err := cs.CallTool(ctx, params)
+				if err != nil || res.IsError {
+					b.Fatal(err, ResultText(res))
+				}
+			}
+			b.ReportMetric(float64((selfCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
+
+// BenchmarkExecuteUpstreamHTTP calls an upstream's echo through
+// tool_execute, all over HTTP on 127.0.0.1, for each pair of client and
+// upstream revisions. A go-sdk upstream with sessions negotiates
+// 2025-11-25 with quiver (it asks for input mid-call, so a sessionless
+// client's call to it is held: run detached, see runtime/protocol.Holds);
+// a stateless one 2026-07-28. cpu-µs/op is the whole process's CPU time
+// per call (client, quiver and upstream).
+func BenchmarkExecuteUpstreamHTTP(b *testing.B) {
+	for _, up := range []struct {
+		name      string
+		stateless bool
+	}{{"upstream=2025-11-25", false}, {"upstream=2026-07-28", true}} {
+		b.Run(up.name, func(b *testing.B) {
+			s := mcp.NewServer(&mcp.Implementation{Name: "fast", Version: "1"}, &mcp.ServerOptions{Logger: discardLogger()})
+			mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo the given text back."},
+				func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+				})
+			upSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+				&mcp.StreamableHTTPOptions{Stateless: up.stateless}))
+			defer upSrv.Close()
+			u := config.NewUpstream("fast")
+			u.URL = upSrv.URL
+			rt, err := runtime.New(benchConfig(config.ModeGateway, benchEnvironment, u), runtime.Deps{Cards: testCards(b), Logger: discardLogger()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rt.Close()
+			ctx := context.Background()
+			if err := rt.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := rt.WaitPublished(ctx); err != nil {
+				b.Fatal(err)
+			}
+			var id string
+			for _, it := range rt.Snapshot().Items(toolid.KindTool) {
+				if it.Server == "fast" && it.UpstreamName == "echo" {
+					id = it.ID
+				}
+			}
+			if id == "" {
+				b.Fatal("no fast/echo in the catalog")
+			}
+			srv := httptest.NewServer(rt.Handler("/mcp"))
+			defer srv.Close()
+			params := &mcp.CallToolParams{Name: runtime.ToolExecute, Arguments: map[string]any{"tool_id": id, "args": map[string]any{"text": "hello"}}}
+			for _, proto := range []string{"2026-07-28", "2025-11-25"} {
+				b.Run("client="+proto, func(b *testing.B) {
+					cs, err := newClient("bench").Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1},
+						&mcp.ClientSessionOptions{ProtocolVersion: proto})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer cs.Close()
+					b.ReportAllocs()
+					cpu := selfCPU()
+					for b.Loop() {
+						res, err := cs.CallTool(ctx, params)
+						if err != nil || res.IsError {
+							b.Fatal(err, ResultText(res))
+						}
+					}
+					b.ReportMetric(float64((selfCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+				})
+			}
+		})
 	}
 }

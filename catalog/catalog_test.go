@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -470,5 +471,43 @@ func TestValidateOutput(t *testing.T) {
 	}
 	if err := byName["untyped"].ValidateOutput("anything"); err != nil {
 		t.Errorf("a tool without outputSchema: %v", err)
+	}
+}
+
+// TestCallSchema: a called tool's schema is decoded once and shared, equal
+// to what InputSchema decodes afresh; concurrent first calls agree.
+func TestCallSchema(t *testing.T) {
+	src := Source{Tools: []ToolDef{
+		{Server: "s", Name: "echo", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"},"n":{"type":"integer"}},"required":["text"]}`)},
+		{Server: "s", Name: "bare"},
+	}}
+	snap, _, err := Ingest(src, Options{Cards: cards(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range snap.All() {
+		var wg sync.WaitGroup
+		got := make([]map[string]any, 8)
+		for i := range got {
+			wg.Go(func() { got[i] = it.CallSchema() })
+		}
+		wg.Wait()
+		want := it.InputSchema()
+		for i, g := range got {
+			if !reflect.DeepEqual(g, want) {
+				t.Fatalf("%s: CallSchema #%d = %v, InputSchema %v", it.UpstreamName, i, g, want)
+			}
+			if reflect.ValueOf(g).Pointer() != reflect.ValueOf(got[0]).Pointer() {
+				t.Fatalf("%s: CallSchema #%d is another map: decoded again", it.UpstreamName, i)
+			}
+		}
+		if reflect.ValueOf(want).Pointer() == reflect.ValueOf(got[0]).Pointer() {
+			t.Fatalf("%s: InputSchema returned the shared map", it.UpstreamName)
+		}
+	}
+	// An item built outside ingest decodes afresh.
+	it := &Item{Tool: &ToolDef{Name: "x"}, inputRaw: json.RawMessage(`{"type":"object"}`)}
+	if got := it.CallSchema(); !reflect.DeepEqual(got, map[string]any{"type": "object"}) {
+		t.Fatalf("outside ingest: %v", got)
 	}
 }

@@ -56,6 +56,9 @@ type lazyValidator struct {
 	once sync.Once
 	sch  *jsonschema.Schema
 	err  error
+	// docOnce decodes the schema for CallSchema, also on first use.
+	docOnce sync.Once
+	doc     map[string]any
 }
 
 func (it *Item) compiled() (*jsonschema.Schema, error) {
@@ -141,6 +144,20 @@ func (it *Item) InputSchema() map[string]any {
 		return nil
 	}
 	return doc
+}
+
+// CallSchema is InputSchema decoded once per item, on first use, and shared
+// by every later call: for the guards that read a called tool's schema on
+// each call (strict arguments, argument repair), which would otherwise
+// decode it per call. Like the compiled validator, it is kept only for
+// tools that are called. The map is shared: callers must not modify it.
+func (it *Item) CallSchema() map[string]any {
+	v := it.validator
+	if v == nil || it.Tool == nil {
+		return it.InputSchema()
+	}
+	v.docOnce.Do(func() { v.doc = it.InputSchema() })
+	return v.doc
 }
 
 // Hydration is the full definition of an item, as tool_hydrate returns it.

@@ -256,21 +256,26 @@ func (f *Firewall) Apply(ctx context.Context, owner string, r Result) (Outcome, 
 		estimated = estimated || it.estimated
 	}
 	st.OriginalTokens, st.OriginalTokensEstimated = textTokens, estimated
-	done := func(o Outcome, strategy string) (Outcome, error) {
+	// doneCost finishes an outcome whose cost is known (cost marshals the
+	// JSON fields only, so Stats and Elapsed do not change it).
+	doneCost := func(o Outcome, strategy string, inline int) (Outcome, error) {
 		o.Stats = st
 		o.Stats.Strategy = strategy
 		o.Stats.Triggered = strategy != StrategyInline
-		o.Stats.InlineTokens = f.cost(o)
+		o.Stats.InlineTokens = inline
 		o.Elapsed = f.clock().Sub(began)
 		return o, nil
+	}
+	done := func(o Outcome, strategy string) (Outcome, error) {
+		return doneCost(o, strategy, f.cost(o))
 	}
 
 	small := !estimated && textTokens <= f.maxInline
 	if small && nBinary == 0 {
 		o := Outcome{Summary: inlineSummary(items, textTokens, r.IsError), Facts: []string{}, Artifacts: []Artifact{}, Views: []View{}}
 		o.Result = inlineResult(items, r.Structured)
-		if f.cost(o) <= f.maxInline {
-			return done(o, StrategyInline)
+		if c := f.cost(o); c <= f.maxInline {
+			return doneCost(o, StrategyInline, c)
 		}
 	}
 

@@ -468,3 +468,44 @@ func TestApplyManyParts(t *testing.T) {
 		t.Logf("facts %q", o.Facts)
 	}
 }
+
+// TestInlineThresholdEveryStep grows a result a word at a time across the
+// inline budget: every step stays inline exactly while its envelope counts
+// at most the budget, reports that count as inline_tokens (counted once)
+// and the text's own count as original_tokens; the first step over the
+// budget is summarised, and so is every later one.
+func TestInlineThresholdEveryStep(t *testing.T) {
+	const budget = 200
+	f := newFirewall(t, func(o *Options) { o.MaxInlineTokens = budget })
+	c := counter(t)
+	words := strings.Fields(genLog(8<<10, 5))
+	crossed := false
+	for n := 40; n < len(words) && n < 400; n++ {
+		text := strings.Join(words[:n], " ") + " it's done, we'll see\r\n"
+		r := textResult(text)
+		o := mustApply(t, f, "alice", r)
+		if got := c.Count(text); o.Stats.OriginalTokens != got || o.Stats.OriginalTokensEstimated {
+			t.Fatalf("%d words: original_tokens %d (estimated %v), the text counts %d", n, o.Stats.OriginalTokens, o.Stats.OriginalTokensEstimated, got)
+		}
+		p := r.Parts[0]
+		items := []*item{{part: &p, name: partName(&p, 1), text: text}}
+		cand := Outcome{Summary: inlineSummary(items, c.Count(text), false), Facts: []string{},
+			Result: inlineResult(items, nil), Artifacts: []Artifact{}, Views: []View{}}
+		fits := c.Count(marshal(t, cand)) <= budget
+		switch {
+		case fits && o.Stats.Strategy != StrategyInline:
+			t.Fatalf("%d words: the inline envelope fits (%d tokens) but the strategy is %s", n, c.Count(marshal(t, cand)), o.Stats.Strategy)
+		case !fits && o.Stats.Strategy == StrategyInline:
+			t.Fatalf("%d words: the inline envelope counts %d > %d but stayed inline", n, c.Count(marshal(t, cand)), budget)
+		case fits && crossed:
+			t.Fatalf("%d words: inline again after a longer text was summarised", n)
+		}
+		crossed = crossed || !fits
+		if got := c.Count(marshal(t, o)); o.Stats.InlineTokens != got {
+			t.Fatalf("%d words: inline_tokens %d, the envelope counts %d", n, o.Stats.InlineTokens, got)
+		}
+	}
+	if !crossed {
+		t.Fatal("the texts never crossed the budget")
+	}
+}

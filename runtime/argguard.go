@@ -73,7 +73,7 @@ func (r *Runtime) checkStrictArgs(ctx context.Context, st *state, it *catalog.It
 		return nil
 	}
 	var e *Error
-	if g := argguard.Strict(it.InputSchema(), args); g != nil {
+	if g := argguard.Strict(it.CallSchema(), args); g != nil {
 		e = refusalError(g)
 		if c := callerOf(ctx); c != nil && !v.dry {
 			c.reasons = append(c.reasons, g.Reasons...)

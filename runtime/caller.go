@@ -36,9 +36,12 @@ type caller struct {
 	// ephemeral session then, and ss stands for that request only).
 	version     string
 	sessionless bool
-	// caps are the client capabilities the request announced (per
-	// request at 2026-07-28, the session's before).
-	caps *mcp.ClientCapabilities
+	// capsFrom says which client capabilities the request announced (per
+	// request at 2026-07-28, the session's before); read them with
+	// clientCaps. Only an upstream's input request needs them, and at
+	// 2026-07-28 the go-sdk decodes them from _meta on every call, so they
+	// are not decoded up front.
+	capsFrom capable
 	// inputs and reqState are a sessionless caller's answers to the
 	// input requests of an earlier round and the request state quiver
 	// sealed for it (a multi-round-trip retry); both empty on a first try.
@@ -116,7 +119,7 @@ func (c *caller) setVersion(req mcp.Request) {
 	c.version = protocol.VersionOf(req)
 	c.sessionless = c.version >= protocol.Sessionless
 	if v, ok := req.(capable); ok {
-		c.caps = v.ClientCapabilities()
+		c.capsFrom = v
 	}
 	if !c.sessionless {
 		// Before 2026-07-28 there are no retries: the fields are not
@@ -148,6 +151,15 @@ func (c *caller) setVersion(req mcp.Request) {
 			c.inputs, c.reqState = r.Params.InputResponses, r.Params.RequestState
 		}
 	}
+}
+
+// clientCaps returns the client capabilities the request announced (nil
+// when it announced none or is not a server request).
+func (c *caller) clientCaps() *mcp.ClientCapabilities {
+	if c == nil || c.capsFrom == nil {
+		return nil
+	}
+	return c.capsFrom.ClientCapabilities()
 }
 
 // stateKey is the principal a sealed request state is bound to: a

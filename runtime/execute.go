@@ -190,7 +190,7 @@ func (r *Runtime) execute(ctx context.Context, ss *mcp.ServerSession, a *execute
 		return nil, e
 	}
 	if r.cfg.TolerantArgs {
-		for _, rp := range controls.RepairArgs(args, it.InputSchema()) {
+		for _, rp := range controls.RepairArgs(args, it.CallSchema()) {
 			repairs = append(repairs, rp.String())
 		}
 	}

@@ -226,7 +226,7 @@ func capabilityOf(action, method string) string {
 // writes its receipt, as forward does for a request in the middle of a
 // call. It returns the refusal that ends the call, or nil.
 func (r *Runtime) decideInput(c *caller, server, toolID string, ir mcp.InputRequest) error {
-	method, action, capable := inputKind(ir, c.caps)
+	method, action, capable := inputKind(ir, c.clientCaps())
 	start := time.Now()
 	rc := &caller{}
 	if method == "" {

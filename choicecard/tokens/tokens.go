@@ -58,7 +58,8 @@ var ErrBadRanks = errors.New("tokens: malformed cl100k_base rank file")
 // with CL100K and share it: construction parses ~100k ranks (tens of
 // milliseconds), encoding is cheap.
 type Counter struct {
-	enc *tiktoken.Tiktoken
+	enc   *tiktoken.Tiktoken
+	ranks map[string]int // token bytes -> rank, shared with enc; read-only
 }
 
 // CL100K builds a Counter for the cl100k_base encoding from the embedded rank
@@ -90,7 +91,7 @@ func CL100K() (*Counter, error) {
 		MergeableRanks: ranks,
 		SpecialTokens:  special,
 	}, specialSet)
-	return &Counter{enc: enc}, nil
+	return &Counter{enc: enc, ranks: ranks}, nil
 }
 
 // parseRanks decodes a .tiktoken rank file.
@@ -136,9 +137,17 @@ func parseRanks(data []byte) (map[string]int, error) {
 }
 
 // Count returns the number of cl100k_base tokens in s. Count("") is 0.
+// Valid UTF-8 text is counted without the encoder and, for ASCII, without
+// allocating (see ascii.go, unicode.go); the count is the same.
 func (c *Counter) Count(s string) int {
 	if s == "" {
 		return 0
+	}
+	if n, ok := c.countASCII(s); ok {
+		return n
+	}
+	if n, ok := c.countUTF8(s); ok {
+		return n
 	}
 	return len(c.enc.EncodeOrdinary(s))
 }
