@@ -155,7 +155,7 @@ type BrowseLatency struct {
 // ThroughputResult is sustained calls/s with Clients concurrent clients
 // (one MCP session each, calling in a loop), direct and through quiver.
 type ThroughputResult struct {
-	Upstream string `json:"upstream"` // testdata-process | in-process
+	Upstream string `json:"upstream"` // testdata-process | in-process | in-process-stateless
 	// Protocol is the revision the clients speak, to quiver and directly.
 	Protocol string `json:"protocol,omitempty"`
 	Clients  int    `json:"clients"`
@@ -192,7 +192,11 @@ type ThroughputResult struct {
 	// not reused.
 	ClientConns   int64 `json:"client_conns"`
 	UpstreamConns int64 `json:"upstream_conns,omitempty"`
-	Errors        int   `json:"errors"`
+	// UpstreamProtocol is the revision quiver spoke to an in-process
+	// upstream during the quiver run (as its requests' MCP-Protocol-Version
+	// header said); not observed for the process upstream.
+	UpstreamProtocol string `json:"upstream_protocol,omitempty"`
+	Errors           int    `json:"errors"`
 }
 
 func (o *OverheadOptions) defaults() {
@@ -243,6 +247,7 @@ type bench struct {
 	bin       string
 	httpUp    *httpUpstream
 	fast      *fastUpstream
+	fastless  *fastUpstream // the same, stateless
 	rt        *runtime.Runtime
 	quiver    *http.Server
 	qconns    atomic.Int64 // TCP connections quiver's listener accepted
@@ -336,6 +341,9 @@ func (b *bench) setup(ctx context.Context) error {
 	if b.fast, err = startFastUpstream(); err != nil {
 		return err
 	}
+	if b.fastless, err = startFast(true); err != nil {
+		return err
+	}
 	// Clients share one HTTP transport that keeps enough idle connections
 	// for every concurrent client: the default of 2 per host would open a
 	// new TCP connection for most calls.
@@ -350,6 +358,7 @@ func (b *bench) setup(ctx context.Context) error {
 		live("stdio", []string{b.bin, "-name", "stdio"}, ""),
 		live("http", nil, b.httpUp.url),
 		live("fast", nil, b.fast.url),
+		live("fastless", nil, b.fastless.url),
 	}
 	catalogs := map[string]catalog.Source{}
 	if b.opts.Catalog != "" {
@@ -399,7 +408,7 @@ func (b *bench) setup(ctx context.Context) error {
 	for _, it := range items {
 		b.ids[it.Server+"/"+it.UpstreamName] = it.ID
 	}
-	for _, k := range []string{"stdio/echo", "stdio/big_log", "http/echo", "http/big_log", "fast/echo"} {
+	for _, k := range []string{"stdio/echo", "stdio/big_log", "http/echo", "http/big_log", "fast/echo", "fastless/echo"} {
 		if b.ids[k] == "" {
 			return fmt.Errorf("quiver does not serve %s: an upstream did not come up", k)
 		}
@@ -428,6 +437,9 @@ func (b *bench) close() {
 	}
 	if b.fast != nil {
 		b.fast.stop()
+	}
+	if b.fastless != nil {
+		b.fastless.stop()
 	}
 	if b.httpUp != nil {
 		b.httpUp.stop()
@@ -666,9 +678,13 @@ func (b *bench) browse(ctx context.Context) ([]BrowseLatency, error) {
 func (b *bench) throughput(ctx context.Context) ([]ThroughputResult, error) {
 	var out []ThroughputResult
 	maxC := slices.Max(b.opts.Clients)
-	for _, up := range []struct{ name, url, key string }{
-		{"in-process", b.fast.url, "fast/echo"},
-		{"testdata-process", b.httpUp.url, "http/echo"},
+	for _, up := range []struct {
+		name, url, key string
+		fast           *fastUpstream
+	}{
+		{"in-process", b.fast.url, "fast/echo", b.fast},
+		{"in-process-stateless", b.fastless.url, "fastless/echo", b.fastless},
+		{"testdata-process", b.httpUp.url, "http/echo", nil},
 	} {
 		for pi, proto := range b.opts.Protocols {
 			for i, c := range b.opts.Clients {
@@ -684,7 +700,11 @@ func (b *bench) throughput(ctx context.Context) ([]ThroughputResult, error) {
 						profile = b.opts.CPUProfile
 					}
 					b.progress("throughput %s, %s, %d clients, %s: %s", up.name, proto, c, map[bool]string{true: "quiver", false: "direct"}[quiver], b.opts.Duration)
-					q0, f0 := b.qconns.Load(), b.fast.conns.Load()
+					q0, f0 := b.qconns.Load(), int64(0)
+					if up.fast != nil {
+						f0 = up.fast.conns.Load()
+						up.fast.revision.Store(nil)
+					}
 					upPid := 0
 					if up.name == "testdata-process" {
 						upPid = b.httpUp.pid()
@@ -703,8 +723,9 @@ func (b *bench) throughput(ctx context.Context) ([]ThroughputResult, error) {
 						r.QuiverCPUUsPerCall, r.QuiverCores = st.usPerCall, st.cores
 						r.QuiverP50Ms, r.QuiverP99Ms = msRound(percentile(st.lat, 0.5)), msRound(percentile(st.lat, 0.99))
 						r.ClientConns = b.qconns.Load() - q0
-						if up.name == "in-process" {
-							r.UpstreamConns = b.fast.conns.Load() - f0
+						if up.fast != nil {
+							r.UpstreamConns = up.fast.conns.Load() - f0
+							r.UpstreamProtocol = up.fast.lastRevision()
 						}
 					} else {
 						r.DirectCallsPerSec, r.DirectCPUPct = st.perSec, st.cpu

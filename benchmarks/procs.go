@@ -128,13 +128,21 @@ type fastUpstream struct {
 	srv   *http.Server
 	url   string
 	conns atomic.Int64 // TCP connections accepted
+	// revision is the MCP-Protocol-Version of the last request that
+	// carried one: the revision quiver (or a direct client) speaks to it.
+	revision atomic.Pointer[string]
 }
 
 type echoIn struct {
 	Text string `json:"text" jsonschema:"the text to echo"`
 }
 
-func startFastUpstream() (*fastUpstream, error) {
+func startFastUpstream() (*fastUpstream, error) { return startFast(false) }
+
+// startFast starts a fast upstream; stateless serves every request without
+// a session (the go-sdk's stateless streamable handler), which is what a
+// 2026-07-28 server is: quiver then speaks 2026-07-28 to it end to end.
+func startFast(stateless bool) (*fastUpstream, error) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "fast", Version: "1"}, &mcp.ServerOptions{Logger: discardLogger()})
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echo the given text back."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
@@ -144,14 +152,31 @@ func startFastUpstream() (*fastUpstream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fast upstream: %w", err)
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: stateless})
 	f := &fastUpstream{url: "http://" + ln.Addr().String() + "/mcp"}
-	f.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ConnState: countConns(&f.conns)}
+	seen := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+			if p := f.revision.Load(); p == nil || *p != v {
+				f.revision.Store(&v)
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+	f.srv = &http.Server{Handler: seen, ReadHeaderTimeout: 10 * time.Second, ConnState: countConns(&f.conns)}
 	go func() { _ = f.srv.Serve(ln) }()
 	return f, nil
 }
 
 func (f *fastUpstream) stop() { _ = f.srv.Close() }
+
+// lastRevision is the revision of the last request that named one, "" if
+// none did.
+func (f *fastUpstream) lastRevision() string {
+	if p := f.revision.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // countConns returns an http.Server.ConnState hook counting new
 // connections into n.

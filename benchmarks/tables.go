@@ -89,14 +89,14 @@ func WriteOverheadTable(w io.Writer, rep *OverheadReport) error {
 	}
 	if len(rep.Throughput) > 0 {
 		fmt.Fprintf(bw, "\nThroughput over HTTP, echo (calls/s):\n")
-		fmt.Fprintf(bw, "%-17s %-10s %7s %8s %8s %6s %6s %6s %7s %7s %6s %6s %8s %8s %8s %6s %6s %6s\n", "upstream", "protocol", "clients", "direct", "quiver", "ratio",
+		fmt.Fprintf(bw, "%-20s %-10s %-10s %7s %8s %8s %6s %6s %6s %7s %7s %6s %6s %8s %8s %8s %6s %6s %6s\n", "upstream", "protocol", "up proto", "clients", "direct", "quiver", "ratio",
 			"busy d", "busy q", "us/c d", "us/c q", "core d", "core q", "q p50", "q p99", "+p50", "conns", "upconn", "errors")
 		for _, t := range rep.Throughput {
-			fmt.Fprintf(bw, "%-17s %-10s %7d %8.0f %8.0f %6.2f %5.0f%% %5.0f%% %7.0f %7.0f %6.2f %6.2f %8.3f %8.3f %8.3f %6d %6d %6d\n", t.Upstream, t.Protocol, t.Clients,
+			fmt.Fprintf(bw, "%-20s %-10s %-10s %7d %8.0f %8.0f %6.2f %5.0f%% %5.0f%% %7.0f %7.0f %6.2f %6.2f %8.3f %8.3f %8.3f %6d %6d %6d\n", t.Upstream, t.Protocol, orDash(t.UpstreamProtocol), t.Clients,
 				t.DirectCallsPerSec, t.QuiverCallsPerSec, t.Ratio, t.DirectCPUPct, t.QuiverCPUPct, t.DirectCPUUsPerCall, t.QuiverCPUUsPerCall,
 				t.DirectCores, t.QuiverCores, t.QuiverP50Ms, t.QuiverP99Ms, t.AddedP50Ms, t.ClientConns, t.UpstreamConns, t.Errors)
 		}
-		fmt.Fprintln(bw, "(busy: machine CPU busy; us/c: CPU µs per call of the benchmark process + upstream process; core: cores they used;")
+		fmt.Fprintln(bw, "(up proto: the revision quiver spoke to the upstream, seen by the in-process ones; busy: machine CPU busy; us/c: CPU µs per call of the benchmark process + upstream process; core: cores they used;")
 		fmt.Fprintln(bw, " q p50/p99: latency through quiver in ms, +p50: quiver's p50 minus direct's;")
 		fmt.Fprintln(bw, " conns: TCP connections clients opened to quiver, upconn: quiver to the in-process upstream)")
 	}
@@ -124,4 +124,12 @@ func WriteOverheadTable(w io.Writer, rep *OverheadReport) error {
 	m := rep.Machine
 	fmt.Fprintf(bw, "\n%d CPUs (%s), load average %s at start, %s, %.1f s\n", m.CPUs, m.CPUModel, m.LoadAvg, m.Go, rep.Seconds)
 	return bw.Flush()
+}
+
+// orDash is s, or "-" when s is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
