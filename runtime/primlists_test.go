@@ -315,3 +315,46 @@ rules:
 		t.Fatalf("tool_execute by wire name: %v", env)
 	}
 }
+
+// TestProxyExposeCollisions: in proxy mode an exposed tool's name that is
+// another tool's entry name, or that another exposed tool holds, fails
+// the start as in gateway mode; two upstreams sharing a prompt name or a
+// URI do not (the first configured keeps it, the other is withheld).
+func TestProxyExposeCollisions(t *testing.T) {
+	// The entry name of alpha's x, which a tool of beta then carries.
+	rt, err := newDirectRuntime(t, setup(t, config.ModeProxy, []testUpstream{staticUpstream("alpha", "", []string{"x"}, nil, nil)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire := wireOf(t, rt, idOf(t, rt, "alpha", "x"))
+	for _, tc := range []struct {
+		name, want string
+		expose     []string
+		ups        []testUpstream
+	}{
+		{"entry name", "the name is the proxy entry of", []string{wire}, []testUpstream{
+			staticUpstream("alpha", "", []string{"x"}, nil, nil), staticUpstream("beta", "", []string{wire}, nil, nil)}},
+		{"two upstreams", "the name is taken by server", []string{"y"}, []testUpstream{
+			staticUpstream("alpha", "", []string{"y"}, nil, nil), staticUpstream("beta", "", []string{"y"}, nil, nil)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := newDirectRuntime(t, setup(t, config.ModeProxy, tc.ups, func(r *rig) { r.cfg.Expose.Direct = tc.expose }))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("start: %v, want %q", err, tc.want)
+			}
+		})
+	}
+	rt, err = newDirectRuntime(t, setup(t, config.ModeProxy, []testUpstream{
+		staticUpstream("alpha", "", []string{"y"}, []string{"p"}, []string{"file:///same"}),
+		staticUpstream("beta", "", []string{"y"}, []string{"p"}, []string{"file:///same"})}))
+	if err != nil {
+		t.Fatalf("shared prompt and URI: %v", err)
+	}
+	st := rt.state.Load()
+	if len(st.exp.withheld) != 2 || len(st.exp.clashes) != 0 {
+		t.Fatalf("withheld %v, clashes %v", st.exp.withheld, st.exp.clashes)
+	}
+	if it, _ := st.snap.Lookup(st.exp.prompts["p"]); it.Server != "alpha" {
+		t.Fatalf("p is served by %s", it.Server)
+	}
+}
