@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -138,5 +140,37 @@ rules:
 	}
 	if calls := dRecordedCalls(t, records["beta"]); len(calls) != 0 {
 		t.Errorf("beta saw %v", calls)
+	}
+
+	// Receipts: every prompts/get and resources/read has one, and the
+	// hidden prompt's keeps the truth the caller was not told.
+	receiptsDir := filepath.Join(filepath.Dir(cfg), "state", "receipts")
+	byMethod := map[string][]map[string]any{}
+	dEventually(10*time.Second, func() bool {
+		byMethod = map[string][]map[string]any{}
+		files, _ := filepath.Glob(filepath.Join(receiptsDir, "receipts-*.jsonl"))
+		for _, f := range files {
+			for _, line := range strings.Split(dReadFile(f), "\n") {
+				var m map[string]any
+				if json.Unmarshal([]byte(line), &m) == nil {
+					method, _ := field(m, "mcp.method").(string)
+					byMethod[method] = append(byMethod[method], m)
+				}
+			}
+		}
+		return len(byMethod["prompts/get"]) >= 6 && len(byMethod["resources/read"]) >= 4
+	})
+	if n := len(byMethod["resources/read"]); n != 4 {
+		t.Errorf("%d resources/read receipts, want 4", n)
+	}
+	var hidden int
+	for _, r := range byMethod["prompts/get"] {
+		if field(r, "mcp.server_id") == "beta" && field(r, "decision.result") == "deny" &&
+			strings.Contains(fmt.Sprint(field(r, "decision.reason_codes")), "CONCEALED") {
+			hidden++
+		}
+	}
+	if len(byMethod["prompts/get"]) != 6 || hidden != 2 {
+		t.Errorf("%d prompts/get receipts, %d of them beta's concealed: %v", len(byMethod["prompts/get"]), hidden, byMethod["prompts/get"])
 	}
 }
