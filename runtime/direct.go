@@ -128,6 +128,13 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, ups []*upstream
 				next.withheld = append(next.withheld, fmt.Sprintf("tool %q of server %q: its input schema failed the catalog's checks", name, it.Server))
 				continue
 			}
+			if other, ok := snap.LookupWire(name); ok && kind == toolid.KindTool && r.cfg.Mode == config.ModeProxy && other.ID != it.ID {
+				// Proxy mode lists the other tool's entry under this
+				// name, whoever held it before.
+				w := fmt.Sprintf("%s %q of server %q: the name is the proxy entry of %s (set tool_prefix)", what, name, it.Server, other.ID)
+				next.withheld, next.clashes = append(next.withheld, w), append(next.clashes, w)
+				continue
+			}
 			claims = append(claims, claim{name, it})
 		}
 		// Names held before stay with their holder.
@@ -145,12 +152,6 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, ups []*upstream
 			// mode: its prompts were not listed by name before, and a
 			// withheld one stays at hand through prompt_get.
 			fatal := kind == toolid.KindTool || r.cfg.Mode == config.ModeDirect
-			if other, ok := snap.LookupWire(c.name); ok && kind == toolid.KindTool && r.cfg.Mode == config.ModeProxy && other.ID != c.it.ID {
-				// Proxy mode lists the other tool's entry under this name.
-				w := fmt.Sprintf("%s %q of server %q: the name is the proxy entry of %s (set tool_prefix)", what, c.name, c.it.Server, other.ID)
-				next.withheld, next.clashes = append(next.withheld, w), append(next.clashes, w)
-				continue
-			}
 			switch {
 			case reserved[c.name] && kind == toolid.KindTool:
 				w := fmt.Sprintf("%s %q of server %q: the name is a quiver meta-tool's (set tool_prefix)", what, c.name, c.it.Server)
