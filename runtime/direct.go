@@ -19,7 +19,9 @@ import (
 
 // exposure is what a catalog lists directly, under the names clients call:
 // in direct mode every tool, prompt, resource and resource template; in
-// gateway mode the tools matching Options.Expose. It belongs to one state.
+// proxy mode every prompt, resource and resource template and the tools
+// matching Options.Expose; in gateway mode those tools only. It belongs to
+// one state.
 type exposure struct {
 	// tools and prompts map an exposed name to the item's id.
 	tools   map[string]string
@@ -46,7 +48,15 @@ func emptyExposure() *exposure {
 
 // exposes reports whether a runtime lists anything directly.
 func (r *Runtime) exposes() bool {
-	return r.cfg.Mode == config.ModeDirect || (r.cfg.Mode == config.ModeGateway && len(r.cfg.Expose.Direct) > 0)
+	return r.listsPrimitives() || len(r.cfg.Expose.Direct) > 0
+}
+
+// listsPrimitives reports whether the catalog's prompts, resources and
+// resource templates are listed by prompts/list and resources/list: in
+// direct mode and in proxy mode (the transparent one); a gateway finds
+// them with resource_browse and prompt_browse, and its lists are empty.
+func (r *Runtime) listsPrimitives() bool {
+	return r.cfg.Mode == config.ModeDirect || r.cfg.Mode == config.ModeProxy
 }
 
 // prefixOf is the tool_prefix of the upstream serving server.
@@ -57,8 +67,9 @@ func prefixOf(owner map[string]*upstreamEntry, server string) string {
 	return ""
 }
 
-// exposedTool reports whether gateway mode lists a tool directly: a glob of
-// Options.Expose matches its tool_id, its upstream name or its exposed name.
+// exposedTool reports whether a tool is listed directly: every tool in
+// direct mode; in gateway and proxy mode one a glob of Options.Expose
+// matches by its tool_id, its upstream name or its exposed name.
 func (r *Runtime) exposedTool(it *catalog.Item, name string) bool {
 	if r.cfg.Mode == config.ModeDirect {
 		return true
@@ -91,7 +102,7 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, ups []*upstream
 	for _, t := range r.metaTools() {
 		reserved[t.Name] = true
 	}
-	if r.cfg.Mode == config.ModeGateway {
+	if r.cfg.Mode != config.ModeDirect {
 		// The resource and prompt verbs come and go with the catalog.
 		for _, n := range []string{ResourceBrowse, ResourceRead, PromptBrowse, PromptGet} {
 			reserved[n] = true
@@ -117,6 +128,13 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, ups []*upstream
 				next.withheld = append(next.withheld, fmt.Sprintf("tool %q of server %q: its input schema failed the catalog's checks", name, it.Server))
 				continue
 			}
+			if other, ok := snap.LookupWire(name); ok && kind == toolid.KindTool && r.cfg.Mode == config.ModeProxy && other.ID != it.ID {
+				// Proxy mode lists the other tool's entry under this
+				// name, whoever held it before.
+				w := fmt.Sprintf("%s %q of server %q: the name is the proxy entry of %s (set tool_prefix)", what, name, it.Server, other.ID)
+				next.withheld, next.clashes = append(next.withheld, w), append(next.clashes, w)
+				continue
+			}
 			claims = append(claims, claim{name, it})
 		}
 		// Names held before stay with their holder.
@@ -130,6 +148,10 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, ups []*upstream
 				continue
 			}
 			holder, taken := names[c.name]
+			// Only an exposed tool's collision fails a start in proxy
+			// mode: its prompts were not listed by name before, and a
+			// withheld one stays at hand through prompt_get.
+			fatal := kind == toolid.KindTool || r.cfg.Mode == config.ModeDirect
 			switch {
 			case reserved[c.name] && kind == toolid.KindTool:
 				w := fmt.Sprintf("%s %q of server %q: the name is a quiver meta-tool's (set tool_prefix)", what, c.name, c.it.Server)
@@ -141,14 +163,17 @@ func (r *Runtime) expose(prev *exposure, snap *catalog.Snapshot, ups []*upstream
 			case taken:
 				other, _ := snap.Lookup(holder)
 				w := fmt.Sprintf("%s %q of server %q: the name is taken by server %q (set tool_prefix)", what, c.name, c.it.Server, other.Server)
-				next.withheld, next.clashes = append(next.withheld, w), append(next.clashes, w)
+				next.withheld = append(next.withheld, w)
+				if fatal {
+					next.clashes = append(next.clashes, w)
+				}
 			default:
 				names[c.name] = c.it.ID
 			}
 		}
 	}
 	assign(toolid.KindTool, next.tools, prev.tools, "tool")
-	if r.cfg.Mode != config.ModeDirect {
+	if !r.listsPrimitives() {
 		return next
 	}
 	assign(toolid.KindPrompt, next.prompts, prev.prompts, "prompt")

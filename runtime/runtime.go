@@ -239,8 +239,8 @@ func New(cfg *config.Config, deps Deps) (*Runtime, error) {
 			r.localName = u.Username
 		}
 	}
-	if len(c.Expose.Direct) > 0 && c.Mode != config.ModeGateway {
-		log.Warn("expose.direct applies to gateway mode only", "mode", c.Mode)
+	if len(c.Expose.Direct) > 0 && c.Mode == config.ModeDirect {
+		log.Warn("expose.direct has no effect in direct mode, which lists every tool", "mode", c.Mode)
 	}
 	if err := r.initAdmin(); err != nil {
 		return nil, err

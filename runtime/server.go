@@ -8,6 +8,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/config"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/router"
 	"github.com/quiver-mcp/quiver/runtime/protocol"
 	"github.com/quiver-mcp/quiver/runtime/upstream"
@@ -36,11 +37,19 @@ func (r *Runtime) newServer() *mcp.Server {
 		SupportedProtocolVersions: mcp.SupportedProtocolVersions(),
 		SetCacheable:              protocol.Cacheable(protocol.CacheOptions{Stable: r.stableAnswer, Settled: r.settled, Private: r.filtering}),
 	}
-	if r.cfg.Mode == config.ModeDirect {
+	if r.listsPrimitives() {
 		so.Capabilities.Prompts = &mcp.PromptCapabilities{ListChanged: true}
 		so.Capabilities.Resources = &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true}
 		so.SubscribeHandler = r.handleSubscribe
 		so.UnsubscribeHandler = r.handleUnsubscribe
+	} else {
+		// A gateway declares both so that every client may ask for the
+		// lists (the 2026-07-28 suite asks every server, and an undeclared
+		// feature must answer -32601): they are empty, since its
+		// resources and prompts are found with resource_browse and
+		// prompt_browse, and they change only with the configuration.
+		so.Capabilities.Prompts = &mcp.PromptCapabilities{}
+		so.Capabilities.Resources = &mcp.ResourceCapabilities{}
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "quiver", Title: "quiver MCP gateway", Version: r.deps.Version}, so)
 	s.AddReceivingMiddleware(r.rec.receive, protocol.DeclaredOnly(func() *mcp.ServerCapabilities { return so.Capabilities }),
@@ -73,7 +82,7 @@ func (r *Runtime) instructions() string {
 		return "Every upstream tool, prompt and resource is listed under its own name (prefixed by its upstream's tool_prefix). Large tool results come back as artifacts to read with tool_view."
 	}
 	if r.cfg.Mode == config.ModeProxy {
-		return "Every upstream tool is listed by id with a short description. Call tool_hydrate(tool_id) for its schema and tool_execute(tool_id, args) to run it; listed entries cannot be called directly."
+		return "Every upstream tool is listed by id with a short description. Call tool_hydrate(tool_id) for its schema and tool_execute(tool_id, args) to run it; listed entries cannot be called directly (tools listed with a full inputSchema can). Prompts and resources are listed and read as usual."
 	}
 	return "Tools are behind tool_browse: search with a plain-words query (or navigate paths from \"/\"), then tool_hydrate a card id for its schema and tool_execute it."
 }
@@ -95,24 +104,44 @@ func (r *Runtime) afterSwap(old, next *state) {
 	// stands for a tool goes, a new name or a changed description is
 	// (re)added, and AddTool replaces a name that now stands for another
 	// tool (a collision suffix that moved).
+	// A tool listed directly (expose.direct) is listed under its exposed
+	// name instead (syncExposure did that).
+	oldStripped, nextStripped := stripped(old), stripped(next)
 	var gone []string
-	for _, it := range old.snap.Items(toolid.KindTool) {
-		w, _ := old.snap.WireName(it.ID)
-		if _, ok := next.snap.LookupWire(w); !ok {
+	for w := range oldStripped {
+		if _, ok := nextStripped[w]; !ok && next.exp.tools[w] == "" {
 			gone = append(gone, w)
 		}
 	}
 	if len(gone) > 0 {
 		r.server.RemoveTools(gone...)
 	}
-	for _, it := range next.snap.Items(toolid.KindTool) {
-		w, _ := next.snap.WireName(it.ID)
-		if prev, ok := old.snap.LookupWire(w); ok && prev.ID == it.ID && prev.Card.Description == it.Card.Description {
+	for _, w := range sortedKeys(nextStripped) {
+		it := nextStripped[w]
+		if prev, ok := oldStripped[w]; ok && prev.ID == it.ID && prev.Card.Description == it.Card.Description {
 			continue
 		}
 		tool := &mcp.Tool{Name: w, Description: it.Card.Description, InputSchema: strippedSchema}
 		r.server.AddTool(tool, r.handleStripped)
 	}
+}
+
+// stripped maps the names of proxy mode's stripped entries of st to their
+// tools: every tool of the catalog not listed directly.
+func stripped(st *state) map[string]*catalog.Item {
+	direct := make(map[string]bool, len(st.exp.tools))
+	for _, id := range st.exp.tools {
+		direct[id] = true
+	}
+	out := map[string]*catalog.Item{}
+	for _, it := range st.snap.Items(toolid.KindTool) {
+		if direct[it.ID] {
+			continue
+		}
+		w, _ := st.snap.WireName(it.ID)
+		out[w] = it
+	}
+	return out
 }
 
 // reannounce passes on an upstream's list_changed when the rebuild it
@@ -128,14 +157,15 @@ func (r *Runtime) reannounce(next *state) {
 	r.heard = nil
 	r.mu.Unlock()
 	if heard[upstream.KindTools] {
-		switch {
-		case r.cfg.Mode == config.ModeProxy:
-			for _, it := range next.snap.Items(toolid.KindTool) {
-				w, _ := next.snap.WireName(it.ID)
-				r.server.AddTool(&mcp.Tool{Name: w, Description: it.Card.Description, InputSchema: strippedSchema}, r.handleStripped)
-				break
+		done := false
+		if r.cfg.Mode == config.ModeProxy {
+			entries := stripped(next)
+			if names := sortedKeys(entries); len(names) > 0 {
+				r.server.AddTool(&mcp.Tool{Name: names[0], Description: entries[names[0]].Card.Description, InputSchema: strippedSchema}, r.handleStripped)
+				done = true
 			}
-		case r.exposes():
+		}
+		if !done {
 			for _, name := range sortedKeys(next.exp.tools) {
 				it, ok := next.snap.Lookup(next.exp.tools[name])
 				if !ok {
@@ -230,13 +260,16 @@ func (s *sessionStates) get(ss *mcp.ServerSession, gen uint64) *router.StableVie
 
 // stableAnswer reports whether an answer changes only with quiver's
 // configuration: server/discover, and gateway mode's tools/list (the
-// meta-tools). Everything else follows the fleet.
+// meta-tools) and its prompt and resource lists (empty). Everything else
+// follows the fleet.
 func (r *Runtime) stableAnswer(req mcp.Request) bool {
 	switch req.(type) {
 	case *mcp.DiscoverRequest:
 		return true
 	case *mcp.ListToolsRequest:
 		return r.cfg.Mode == config.ModeGateway && len(r.cfg.Expose.Direct) == 0 && !r.policyListsTools()
+	case *mcp.ListPromptsRequest, *mcp.ListResourcesRequest, *mcp.ListResourceTemplatesRequest:
+		return !r.listsPrimitives()
 	}
 	return false
 }

@@ -81,7 +81,7 @@ func (r *Runtime) rebuild(ctx context.Context) error {
 			defer cancel()
 			src, err := c.listing(lctx)
 			var tmpl []*mcp.ResourceTemplate
-			if err == nil && r.cfg.Mode == config.ModeDirect {
+			if err == nil && r.cfg.Mode != config.ModeGateway {
 				tmpl, err = c.templates(lctx)
 			}
 			results <- result{c.name(), src, tmpl, err}
