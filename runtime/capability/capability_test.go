@@ -317,6 +317,16 @@ func TestKeyringFile(t *testing.T) {
 	if k2.CurrentKID() != second || second == first {
 		t.Fatalf("current %s after rotation to %s", k2.CurrentKID(), second)
 	}
+	// Kids are typed on command lines: never a leading "-".
+	for range 64 {
+		j, err := newKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(j.Kid) != 16 || strings.Trim(j.Kid, "0123456789abcdef") != "" {
+			t.Fatalf("kid %q is not 16 lower-case hex digits", j.Kid)
+		}
+	}
 	if got := len(k2.JWKS().Keys); got != 2 {
 		t.Fatalf("jwks has %d keys", got)
 	}

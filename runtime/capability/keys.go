@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -212,8 +213,10 @@ func (k *Keyring) JWKS() KeyFile {
 	return out
 }
 
-// newKey makes a fresh Ed25519 key whose kid is the first 16 characters
-// of its RFC 7638 thumbprint.
+// newKey makes a fresh Ed25519 key whose kid is the first 8 bytes of its
+// RFC 7638 thumbprint in hex: hex, not the thumbprint's base64url, because
+// an operator types the kid on a command line (`capability keys retire`)
+// where one starting with "-" would be read as a flag.
 func newKey() (JWK, error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -224,7 +227,11 @@ func newKey() (JWK, error) {
 	if err != nil {
 		return JWK{}, err
 	}
-	j.Kid, j.Alg, j.D = tp[:16], "EdDSA", base64.RawURLEncoding.EncodeToString(priv.Seed())
+	sum, err := base64.RawURLEncoding.DecodeString(tp)
+	if err != nil || len(sum) < 8 {
+		return JWK{}, fmt.Errorf("capability keys: thumbprint %q: %v", tp, err)
+	}
+	j.Kid, j.Alg, j.D = hex.EncodeToString(sum[:8]), "EdDSA", base64.RawURLEncoding.EncodeToString(priv.Seed())
 	return j, nil
 }
 
