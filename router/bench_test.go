@@ -80,38 +80,44 @@ func searchEach(b *testing.B, x *router.Index, qs []benchmarks.Query) {
 	}
 }
 
-// BenchmarkSearchX10Segments compares Search over the x10 catalog indexed
-// in one batch (one segment) and in batches of 4096 documents, the two
-// indexes built side by side and searched alternately, so that the
-// machine's load weighs on both alike.
-func BenchmarkSearchX10Segments(b *testing.B) {
+// BenchmarkTopX10Engines compares the router's postings with the bleve
+// index it replaced (one segment, as built before) on the lexical queries
+// the router composes for the labelled queries over the x10 catalog,
+// alternately in rounds, so that the machine's load weighs on both alike.
+func BenchmarkTopX10Engines(b *testing.B) {
 	items := synthetic(b, 10)
 	_, qs := loadReal(b)
-	var xs [2]*router.Index
-	for i, batch := range []int{0, 4096} {
-		c := router.DefaultConfig()
-		c.Batch = batch
-		x, err := router.NewIndexConfig(items, c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer x.Close()
-		xs[i] = x
+	x, err := router.NewIndex(items, router.IndexOptions{})
+	if err != nil {
+		b.Fatal(err)
 	}
-	ctx := context.Background()
+	defer x.Close()
+	ref, err := router.NewReference(x, items, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ref.Close()
 	for _, src := range benchmarks.Sources(qs) {
-		var texts []string
+		var bqs []any
 		for _, q := range qs {
 			if q.Source == src {
-				texts = append(texts, q.Text)
+				bqs = append(bqs, router.Queries(x, q.Text, false)...)
 			}
 		}
 		for round := range 2 {
-			for i, name := range []string{"one-batch", "batch-4096"} {
-				b.Run(fmt.Sprintf("%s/%s/round%d", src, name, round), func(b *testing.B) {
+			for _, engine := range []string{"bleve", "postings"} {
+				b.Run(fmt.Sprintf("%s/%s/round%d", src, engine, round), func(b *testing.B) {
+					b.ReportAllocs()
 					n := 0
 					for b.Loop() {
-						if _, err := xs[i].Search(ctx, texts[n%len(texts)], 10); err != nil {
+						q := bqs[n%len(bqs)]
+						var err error
+						if engine == "bleve" {
+							err = router.TopReference(ref, q, 100, 10)
+						} else {
+							err = router.TopPostings(x, q, 100, 10)
+						}
+						if err != nil {
 							b.Fatal(err)
 						}
 						n++
