@@ -24,6 +24,21 @@ func BenchmarkNewIndex(b *testing.B) {
 	}
 }
 
+// BenchmarkNewIndexX10 builds the index over the x10 synthetic catalog
+// (36,190 tools).
+func BenchmarkNewIndexX10(b *testing.B) {
+	items := synthetic(b, 10)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		x, err := router.NewIndex(items, router.IndexOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		x.Close()
+	}
+}
+
 // BenchmarkSearchX10 runs the labelled queries against a synthetic
 // catalog ten times the size of the real one.
 func BenchmarkSearchX10(b *testing.B) {

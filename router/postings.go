@@ -77,6 +77,27 @@ type postingsBuilder struct {
 	lens [numFields][]uint32
 	freq map[string]uint32 // reused per field
 	keys []string          // the terms of freq in first-seen order
+	// memo holds the analysis of each distinct text of the fields other
+	// than descriptions: names, servers and parameters repeat across the
+	// tools of a server and across copies of a server.
+	memo map[memoKey]analyzed
+}
+
+type memoKey struct {
+	f    field
+	text string
+}
+
+// analyzed is a field text's token count and term frequencies, in the
+// order terms first occur.
+type analyzed struct {
+	tokens uint32
+	terms  []termFreq
+}
+
+type termFreq struct {
+	term string
+	freq uint32
 }
 
 func newPostingsBuilder(n int, an [numFields]analysis.Analyzer) *postingsBuilder {
@@ -84,6 +105,7 @@ func newPostingsBuilder(n int, an [numFields]analysis.Analyzer) *postingsBuilder
 		p:    &postings{ids: make([]string, 0, n), terms: map[string][numFields]uint32{}},
 		an:   an,
 		freq: map[string]uint32{},
+		memo: map[memoKey]analyzed{},
 	}
 	for f := range numFields {
 		b.lens[f] = make([]uint32, 0, n)
@@ -98,32 +120,52 @@ func (b *postingsBuilder) add(id string, text *[numFields]string) {
 	doc := uint32(len(p.ids))
 	p.ids = append(p.ids, id)
 	for f := range numFields {
-		toks := b.an[f].Analyze([]byte(text[f]))
-		b.lens[f] = append(b.lens[f], uint32(len(toks)))
-		clear(b.freq)
-		b.keys = b.keys[:0]
-		for _, tok := range toks {
-			n, ok := b.freq[string(tok.Term)]
-			if !ok {
-				b.keys = append(b.keys, string(tok.Term))
-			}
-			b.freq[string(tok.Term)] = n + 1
-		}
-		for _, t := range b.keys {
-			e := p.terms[t]
+		a := b.analyze(f, text[f])
+		b.lens[f] = append(b.lens[f], a.tokens)
+		for _, tf := range a.terms {
+			e := p.terms[tf.term]
 			if e[f] == 0 {
 				p.lists = append(p.lists, nil)
 				e[f] = uint32(len(p.lists))
-				p.terms[t] = e
+				p.terms[tf.term] = e
 			}
-			p.lists[e[f]-1] = append(p.lists[e[f]-1], posting{doc: doc, freq: b.freq[t]})
+			p.lists[e[f]-1] = append(p.lists[e[f]-1], posting{doc: doc, freq: tf.freq})
 		}
 	}
+}
+
+// analyze returns the analysis of text in field f.
+func (b *postingsBuilder) analyze(f field, text string) analyzed {
+	k := memoKey{f, text}
+	if f != fieldDesc {
+		if a, ok := b.memo[k]; ok {
+			return a
+		}
+	}
+	toks := b.an[f].Analyze([]byte(text))
+	clear(b.freq)
+	b.keys = b.keys[:0]
+	for _, tok := range toks {
+		n, ok := b.freq[string(tok.Term)]
+		if !ok {
+			b.keys = append(b.keys, string(tok.Term))
+		}
+		b.freq[string(tok.Term)] = n + 1
+	}
+	a := analyzed{tokens: uint32(len(toks)), terms: make([]termFreq, len(b.keys))}
+	for i, t := range b.keys {
+		a.terms[i] = termFreq{t, b.freq[t]}
+	}
+	if f != fieldDesc {
+		b.memo[k] = a
+	}
+	return a
 }
 
 // finish computes the field statistics and compacts the postings into one
 // array.
 func (b *postingsBuilder) finish() *postings {
+	b.memo = nil
 	p := b.p
 	n := float64(len(p.ids))
 	for t, e := range p.terms {
