@@ -3,11 +3,15 @@ package router_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/quiver-mcp/quiver/benchmarks"
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/choicecard"
 	"github.com/quiver-mcp/quiver/router"
+	"github.com/quiver-mcp/quiver/runtime/identity"
+	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
@@ -162,6 +166,57 @@ func BenchmarkSearchFallback(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := x.Search(ctx, q, 10); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBrowseFiltered browses the root of the real catalog's graph
+// (3,619 tools) unfiltered and as a caller a policy lets see a fifth of the
+// servers: the filtered browse asks the policy about every item below the
+// root, as the runtime's tool_browse does.
+func BenchmarkBrowseFiltered(b *testing.B) {
+	items, _ := loadReal(b)
+	cards, err := choicecard.NewDefaultBuilder()
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := router.NewGraph(items, router.GraphOptions{Cards: cards})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Allow every fifth server by name, and the tools of one more by glob.
+	var servers []string
+	seen := map[string]bool{}
+	for _, it := range items {
+		if !seen[it.Server] {
+			seen[it.Server] = true
+			if len(seen)%5 == 0 {
+				servers = append(servers, it.Server)
+			}
+		}
+	}
+	doc := fmt.Sprintf("policy_id: bench\nrules:\n  - id: some-servers\n    effect: allow\n    match: {principal: {sub: alice}, server: [%s]}\n"+
+		"  - id: github-reads\n    effect: allow\n    match: {principal: {sub: alice}, tool_id: [\"github*:get_*\"]}\n", strings.Join(servers, ", "))
+	pol, err := policy.Parse("bench.yaml", []byte(doc))
+	if err != nil {
+		b.Fatal(err)
+	}
+	alice := identity.Principal{Sub: "alice", Issuer: identity.LocalIssuer}
+	see := func(it *catalog.Item) bool {
+		return pol.Decide(policy.Request{Principal: alice, Server: it.Server, Namespace: it.Namespace, ToolID: it.ID,
+			ToolClass: "unclassified", Risk: "LOW", TrustLevel: "unknown", Kind: string(it.Kind), Action: policy.ActionList}).Visible()
+	}
+	for _, c := range []struct {
+		name string
+		see  func(*catalog.Item) bool
+	}{{"all", nil}, {"policy", see}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := g.BrowseFiltered("/", 0, "", c.see); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -91,11 +91,14 @@ func (g Glob) Match(s string) bool {
 	if g.literal {
 		return s == g.pattern
 	}
-	// Classic two-pointer matching with backtracking to the last star.
-	rs := []rune(s)
+	// Classic two-pointer matching with backtracking to the last star,
+	// over the runes of s decoded in place (an invalid byte is one
+	// U+FFFD, as in []rune(s)): a policy asks this of every item a
+	// filtered browse lists, so it must not allocate.
 	ti, si := 0, 0
 	starT, starS := -1, 0
-	for si < len(rs) {
+	for si < len(s) {
+		r, n := utf8.DecodeRuneInString(s[si:])
 		if ti < len(g.toks) {
 			switch t := g.toks[ti]; t.kind {
 			case '*':
@@ -104,12 +107,12 @@ func (g Glob) Match(s string) bool {
 				continue
 			case '?':
 				ti++
-				si++
+				si += n
 				continue
 			default:
-				if t.r == rs[si] {
+				if t.r == r {
 					ti++
-					si++
+					si += n
 					continue
 				}
 			}
@@ -117,7 +120,8 @@ func (g Glob) Match(s string) bool {
 		if starT < 0 {
 			return false
 		}
-		starS++
+		_, n = utf8.DecodeRuneInString(s[starS:])
+		starS += n
 		ti, si = starT+1, starS
 	}
 	for ti < len(g.toks) && g.toks[ti].kind == '*' {
