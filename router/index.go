@@ -28,9 +28,10 @@ type IndexOptions struct {
 	ServerWeight float64
 }
 
-// Index is an in-memory BM25 index over catalog items (bleve, scorch). It
-// ranks items for plain-words queries. Search is safe for concurrent use;
-// Close releases the index.
+// Index is an in-memory BM25 index over catalog items (postings.go: the
+// router's own postings, scored as bleve's BM25 scores them). It ranks
+// items for plain-words queries. Search is safe for concurrent use; Close
+// releases the index.
 //
 // Each item is indexed as five fields: its name, its server (server name,
 // namespace, card tags), its description, its parameter names and its
@@ -362,7 +363,7 @@ func (x *Index) top(ctx context.Context, q query.Query, size, k int) (search.Doc
 	return out, nil
 }
 
-// rank turns bleve hits (in score order) of visible items into the k best
+// rank turns hits (in score order) of visible items into the k best
 // Hits, ordered by score descending, then id ascending, lifting each by the
 // mean of its server's serverTop best scores.
 func (x *Index) rank(dms search.DocumentMatchCollection, k int, visible Visible) []Hit {

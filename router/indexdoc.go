@@ -306,7 +306,7 @@ func identField(f field) bool {
 	return f == fieldName || f == fieldServer || f == fieldParam
 }
 
-// docBuilder turns item text into bleve documents. It memoizes
+// docBuilder turns item text into documents. It memoizes
 // decompounding, since clones and big servers repeat name words.
 type docBuilder struct {
 	cfg  *config
