@@ -133,3 +133,26 @@ func BenchmarkGlobMatch(b *testing.B) {
 		g.Match("github-enterprise:get_pull_request_review_comments#34afee88")
 	}
 }
+
+// TestGlobSet: a set matches when any of its patterns does, literal ones
+// (looked up in a map) and wildcard or escaped ones (tried in turn) alike.
+func TestGlobSet(t *testing.T) {
+	gs, err := compileGlobs("server", []string{"github", "gitlab", "jira-*", `odd\*name`, "a?c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s, want := range map[string]bool{
+		"github": true, "gitlab": true, "jira-cloud": true, "odd*name": true, "abc": true,
+		"githubx": false, "jira": false, `odd\*name`: false, "oddxname": false, "": false, "a?c": true,
+	} {
+		if got := gs.match(s); got != want {
+			t.Errorf("match(%q) = %v", s, got)
+		}
+	}
+	if gs, err := compileGlobs("server", nil); gs != nil || err != nil {
+		t.Errorf("no patterns: %v, %v", gs, err)
+	}
+	if _, err := compileGlobs("server", []string{"ok", `bad\`}); err == nil {
+		t.Error("a bad pattern compiled")
+	}
+}
