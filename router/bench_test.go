@@ -4,17 +4,36 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/quiver-mcp/quiver/benchmarks"
 	"github.com/quiver-mcp/quiver/catalog"
+	"github.com/quiver-mcp/quiver/choicecard"
 	"github.com/quiver-mcp/quiver/router"
+	"github.com/quiver-mcp/quiver/runtime/identity"
+	"github.com/quiver-mcp/quiver/runtime/policy"
 	"github.com/quiver-mcp/quiver/toolid"
 )
 
 // BenchmarkNewIndex builds the index over the real 3,6k-tool catalog.
 func BenchmarkNewIndex(b *testing.B) {
 	items, _ := loadReal(b)
+	b.ResetTimer()
+	for b.Loop() {
+		x, err := router.NewIndex(items, router.IndexOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		x.Close()
+	}
+}
+
+// BenchmarkNewIndexX10 builds the index over the x10 synthetic catalog
+// (36,190 tools).
+func BenchmarkNewIndexX10(b *testing.B) {
+	items := synthetic(b, 10)
+	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
 		x, err := router.NewIndex(items, router.IndexOptions{})
@@ -81,38 +100,44 @@ func searchEach(b *testing.B, x *router.Index, qs []benchmarks.Query) {
 	}
 }
 
-// BenchmarkSearchX10Segments compares Search over the x10 catalog indexed
-// in one batch (one segment) and in batches of 4096 documents, the two
-// indexes built side by side and searched alternately, so that the
-// machine's load weighs on both alike.
-func BenchmarkSearchX10Segments(b *testing.B) {
+// BenchmarkTopX10Engines compares the router's postings with the bleve
+// index it replaced (one segment, as built before) on the lexical queries
+// the router composes for the labelled queries over the x10 catalog,
+// alternately in rounds, so that the machine's load weighs on both alike.
+func BenchmarkTopX10Engines(b *testing.B) {
 	items := synthetic(b, 10)
 	_, qs := loadReal(b)
-	var xs [2]*router.Index
-	for i, batch := range []int{0, 4096} {
-		c := router.DefaultConfig()
-		c.Batch = batch
-		x, err := router.NewIndexConfig(items, c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer x.Close()
-		xs[i] = x
+	x, err := router.NewIndex(items, router.IndexOptions{})
+	if err != nil {
+		b.Fatal(err)
 	}
-	ctx := context.Background()
+	defer x.Close()
+	ref, err := router.NewReference(x, items, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ref.Close()
 	for _, src := range benchmarks.Sources(qs) {
-		var texts []string
+		var bqs []any
 		for _, q := range qs {
 			if q.Source == src {
-				texts = append(texts, q.Text)
+				bqs = append(bqs, router.Queries(x, q.Text, false)...)
 			}
 		}
 		for round := range 2 {
-			for i, name := range []string{"one-batch", "batch-4096"} {
-				b.Run(fmt.Sprintf("%s/%s/round%d", src, name, round), func(b *testing.B) {
+			for _, engine := range []string{"bleve", "postings"} {
+				b.Run(fmt.Sprintf("%s/%s/round%d", src, engine, round), func(b *testing.B) {
+					b.ReportAllocs()
 					n := 0
 					for b.Loop() {
-						if _, err := xs[i].Search(ctx, texts[n%len(texts)], 10); err != nil {
+						q := bqs[n%len(bqs)]
+						var err error
+						if engine == "bleve" {
+							err = router.TopReference(ref, q, 100, 10)
+						} else {
+							err = router.TopPostings(x, q, 100, 10)
+						}
+						if err != nil {
 							b.Fatal(err)
 						}
 						n++
@@ -246,6 +271,57 @@ func BenchmarkDenseStage(b *testing.B) {
 			for b.Loop() {
 				router.DenseStage(x, texts[n%len(texts)])
 				n++
+			}
+		})
+	}
+}
+
+// BenchmarkBrowseFiltered browses the root of the real catalog's graph
+// (3,619 tools) unfiltered and as a caller a policy lets see a fifth of the
+// servers: the filtered browse asks the policy about every item below the
+// root, as the runtime's tool_browse does.
+func BenchmarkBrowseFiltered(b *testing.B) {
+	items, _ := loadReal(b)
+	cards, err := choicecard.NewDefaultBuilder()
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := router.NewGraph(items, router.GraphOptions{Cards: cards})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Allow every fifth server by name, and the tools of one more by glob.
+	var servers []string
+	seen := map[string]bool{}
+	for _, it := range items {
+		if !seen[it.Server] {
+			seen[it.Server] = true
+			if len(seen)%5 == 0 {
+				servers = append(servers, it.Server)
+			}
+		}
+	}
+	doc := fmt.Sprintf("policy_id: bench\nrules:\n  - id: some-servers\n    effect: allow\n    match: {principal: {sub: alice}, server: [%s]}\n"+
+		"  - id: github-reads\n    effect: allow\n    match: {principal: {sub: alice}, tool_id: [\"github*:get_*\"]}\n", strings.Join(servers, ", "))
+	pol, err := policy.Parse("bench.yaml", []byte(doc))
+	if err != nil {
+		b.Fatal(err)
+	}
+	alice := identity.Principal{Sub: "alice", Issuer: identity.LocalIssuer}
+	see := func(it *catalog.Item) bool {
+		return pol.Decide(policy.Request{Principal: alice, Server: it.Server, Namespace: it.Namespace, ToolID: it.ID,
+			ToolClass: "unclassified", Risk: "LOW", TrustLevel: "unknown", Kind: string(it.Kind), Action: policy.ActionList}).Visible()
+	}
+	for _, c := range []struct {
+		name string
+		see  func(*catalog.Item) bool
+	}{{"all", nil}, {"policy", see}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := g.BrowseFiltered("/", 0, "", c.see); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

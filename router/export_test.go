@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/search/query"
+
 	"github.com/quiver-mcp/quiver/catalog"
 	"github.com/quiver-mcp/quiver/router/internal/wordvec"
 )
@@ -44,7 +45,6 @@ type Config struct {
 	WnHyp        float64
 	GapOnly      bool
 	MaxDF        float64
-	Batch        int
 	DenseWeight  float64
 	DenseTop     int
 	DenseRRF     bool
@@ -79,7 +79,7 @@ func DefaultConfig() Config {
 		Candidates: c.candidates, Nested: c.nested, QueryStop: c.queryStop, FlatIDF: c.flatIDF, Enums: c.enums,
 		Combined: c.combined, Abbrev: c.abbrev, AbbrevWeight: c.abbrevWeight, NoSplit: c.noSplit,
 		SynWeight: c.synWeight, AssocWeight: c.assocWeight, AssocTop: c.assocTop, AssocMin: c.assocMin,
-		PrfDocs: c.prfDocs, PrfTerms: c.prfTerms, PrfWeight: c.prfWeight, RRF: c.rrf, SegWeight: c.segWeight, WnWeight: c.wnWeight, WnDer: c.wnDer, WnHyp: c.wnHyp, GapOnly: c.gapOnly, MaxDF: c.maxDF, Batch: c.batch,
+		PrfDocs: c.prfDocs, PrfTerms: c.prfTerms, PrfWeight: c.prfWeight, RRF: c.rrf, SegWeight: c.segWeight, WnWeight: c.wnWeight, WnDer: c.wnDer, WnHyp: c.wnHyp, GapOnly: c.gapOnly, MaxDF: c.maxDF,
 		DenseWeight: c.denseWeight, DenseTop: c.denseTop, DenseRRF: c.denseRRF, DenseRerank: c.denseRerank, DensePC: c.densePC, DenseSeg: c.denseSeg, DenseIDF: c.denseIDF,
 		VecWeight: c.vecWeight, VecTop: c.vecTop, VecMin: c.vecMin}
 }
@@ -91,7 +91,7 @@ func NewIndexConfig(items []*catalog.Item, c Config) (*Index, error) {
 		serverTop: c.ServerTop, candidates: c.Candidates, nested: c.Nested, queryStop: c.QueryStop,
 		flatIDF: c.FlatIDF, enums: c.Enums, combined: c.Combined, abbrev: c.Abbrev, abbrevWeight: c.AbbrevWeight, noSplit: c.NoSplit,
 		synWeight: c.SynWeight, assocWeight: c.AssocWeight, assocTop: c.AssocTop, assocMin: c.AssocMin,
-		prfDocs: c.PrfDocs, prfTerms: c.PrfTerms, prfWeight: c.PrfWeight, rrf: c.RRF, segWeight: c.SegWeight, wnWeight: c.WnWeight, wnDer: c.WnDer, wnHyp: c.WnHyp, gapOnly: c.GapOnly, maxDF: c.MaxDF, batch: c.Batch,
+		prfDocs: c.PrfDocs, prfTerms: c.PrfTerms, prfWeight: c.PrfWeight, rrf: c.RRF, segWeight: c.SegWeight, wnWeight: c.WnWeight, wnDer: c.WnDer, wnHyp: c.WnHyp, gapOnly: c.GapOnly, maxDF: c.MaxDF,
 		denseWeight: c.DenseWeight, denseTop: c.DenseTop, denseRRF: c.DenseRRF, denseRerank: c.DenseRerank, densePC: c.DensePC, denseSeg: c.DenseSeg, denseIDF: c.DenseIDF,
 		vecWeight: c.VecWeight, vecTop: c.VecTop, vecMin: c.VecMin, vectors: wordvec.Load})
 }
@@ -102,8 +102,84 @@ func BoundaryTie(x *Index, q string, size int) bool {
 	if bq == nil {
 		return false
 	}
-	res, err := x.idx.SearchInContext(context.Background(), bleve.NewSearchRequestOptions(bq, size+1, 0, false))
-	return err == nil && len(res.Hits) == size+1 && res.Hits[size].Score == res.Hits[size-1].Score
+	res, err := x.post.search(context.Background(), bq, size+1)
+	return err == nil && len(res) == size+1 && res[size].score == res[size-1].score
+}
+
+// Reference is a bleve scorch index of the documents of an Index, built as
+// the router built its index before its own postings (reference_test.go).
+type Reference struct{ r *reference }
+
+// NewReference builds the bleve reference of x over items in batches of
+// batch documents (0: one batch, one segment).
+func NewReference(x *Index, items []*catalog.Item, batch int) (*Reference, error) {
+	r, err := newReference(x, items, batch)
+	if err != nil {
+		return nil, err
+	}
+	return &Reference{r}, nil
+}
+
+// Close releases the reference.
+func (r *Reference) Close() error { return r.r.idx.Close() }
+
+// ScoredID is one hit of TopPair.
+type ScoredID struct {
+	ID    string
+	Score float64
+}
+
+// Queries returns the queries x composes for q: the lexical query and,
+// with relaxed, the fallback's relaxed query (nil when there is none).
+func Queries(x *Index, q string, relaxed bool) []any {
+	terms, gaps := x.queryTerms(x.queryWords(q))
+	var out []any
+	if bq := x.compose(terms); bq != nil {
+		out = append(out, bq)
+	}
+	if relaxed {
+		var words []string
+		for _, t := range append(terms, gaps...) {
+			words = append(words, t.term)
+		}
+		if rq := x.relaxedQuery(words); rq != nil {
+			out = append(out, rq)
+		}
+	}
+	return out
+}
+
+// TopPair returns the hits of q (from Queries) from x's postings and from
+// the reference.
+func TopPair(x *Index, r *Reference, q any, size, k int) (got, want []ScoredID, err error) {
+	bq := q.(query.Query)
+	a, err := x.top(context.Background(), bq, size, k)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := r.r.top(context.Background(), bq, size, k)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range a {
+		got = append(got, ScoredID{d.ID, d.Score})
+	}
+	for _, d := range b {
+		want = append(want, ScoredID{d.ID, d.Score})
+	}
+	return got, want, nil
+}
+
+// TopPostings and TopReference run q (from Queries) on one engine.
+func TopPostings(x *Index, q any, size, k int) error {
+	_, err := x.top(context.Background(), q.(query.Query), size, k)
+	return err
+}
+
+// TopReference runs q on the reference.
+func TopReference(r *Reference, q any, size, k int) error {
+	_, err := r.r.top(context.Background(), q.(query.Query), size, k)
+	return err
 }
 
 // DenseIDs returns the ids of the n best visible tools of the dense stage

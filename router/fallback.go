@@ -2,6 +2,7 @@ package router
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"slices"
 	"strings"
@@ -124,27 +125,38 @@ func (x *Index) relaxedQuery(words []string) query.Query {
 // order; with no trigram found anywhere, the first k visible items in id
 // order, scored 0.
 func (x *Index) trigramHits(q string, k int, visible Visible) []Hit {
-	grams := map[[3]byte]int{}
+	// The query's trigrams, numbered; seen filters the item trigrams (a
+	// bit per 16-bit hash) so that most cost no map lookup.
+	grams := map[uint32]int{}
+	var seen [1 << 10]uint64
 	eachTrigram(q, func(g [3]byte) {
-		if _, ok := grams[g]; !ok {
-			grams[g] = len(grams)
+		t := trigramKey(g)
+		if _, ok := grams[t]; !ok {
+			grams[t] = len(grams)
+			b := trigramHash(t)
+			seen[b>>6] |= 1 << (b & 63)
 		}
 	})
-	type scored struct {
-		it    *catalog.Item
-		score float64
-	}
-	all := make([]scored, 0, len(x.items))
 	mark := make([]int, len(grams))
 	for i := range mark {
 		mark[i] = -1
 	}
+	// The k best visible items (score descending, then id), the worst on
+	// top of the heap.
+	h := make(trigramHeap, 0, k+1)
 	n := 0
 	for _, it := range x.items {
+		if visible != nil && !visible(it) {
+			continue
+		}
 		found := 0
 		if len(grams) > 0 {
 			see := func(g [3]byte) {
-				if j, ok := grams[g]; ok && mark[j] != n {
+				t := trigramKey(g)
+				if b := trigramHash(t); seen[b>>6]&(1<<(b&63)) == 0 {
+					return
+				}
+				if j, ok := grams[t]; ok && mark[j] != n {
 					mark[j] = n
 					found++
 				}
@@ -161,28 +173,55 @@ func (x *Index) trigramHits(q string, k int, visible Visible) []Hit {
 			eachTrigram(d, see)
 		}
 		n++
-		s := 0.0
+		sc := 0.0
 		if len(grams) > 0 {
-			s = float64(found) / float64(len(grams))
+			sc = float64(found) / float64(len(grams))
 		}
-		all = append(all, scored{it, s})
+		c := Hit{Item: it, Score: sc}
+		if len(h) < k {
+			heap.Push(&h, c)
+		} else if hitBefore(c, h[0]) {
+			h[0] = c
+			heap.Fix(&h, 0)
+		}
 	}
-	slices.SortFunc(all, func(a, b scored) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
+	out := []Hit(h)
+	slices.SortFunc(out, func(a, b Hit) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
 			return c
 		}
-		return strings.Compare(a.it.ID, b.it.ID)
+		return strings.Compare(a.Item.ID, b.Item.ID)
 	})
-	var out []Hit
-	for _, s := range all {
-		if len(out) == k {
-			break
-		}
-		if visible == nil || visible(s.it) {
-			out = append(out, Hit{Item: s.it, Score: s.score})
-		}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
+}
+
+func trigramKey(g [3]byte) uint32 { return uint32(g[0])<<16 | uint32(g[1])<<8 | uint32(g[2]) }
+
+func trigramHash(t uint32) uint32 { return (t * 2654435761) >> 16 }
+
+// hitBefore reports whether a ranks before b: higher score, then lower id.
+func hitBefore(a, b Hit) bool {
+	if a.Score != b.Score {
+		return a.Score > b.Score
+	}
+	return a.Item.ID < b.Item.ID
+}
+
+// trigramHeap holds hits with the one that ranks last on top.
+type trigramHeap []Hit
+
+func (h trigramHeap) Len() int           { return len(h) }
+func (h trigramHeap) Less(i, j int) bool { return hitBefore(h[j], h[i]) }
+func (h trigramHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *trigramHeap) Push(x any)        { *h = append(*h, x.(Hit)) }
+func (h *trigramHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // eachTrigram calls fn for every trigram of bytes within a run of letters

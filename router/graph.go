@@ -98,6 +98,8 @@ type gnode struct {
 	// spelled is true for a cluster named after the first and last of
 	// its members (an alphabetical chunk): its name shows members.
 	spelled bool
+	// num numbers the nodes 0..len(byPath)-1, for per-browse tables.
+	num int
 }
 
 func (n *gnode) leaf() bool { return n.item != nil }
@@ -172,6 +174,11 @@ func NewGraph(items []*catalog.Item, opts GraphOptions) (*Graph, error) {
 	}
 	for _, n := range g.root.children {
 		g.root.tools += n.tools
+	}
+	num := 0
+	for _, n := range g.byPath {
+		n.num = num
+		num++
 	}
 	g.stats = b.stats
 	g.stats.Namespaces = len(nss)
@@ -408,7 +415,7 @@ func (g *Graph) BrowseFiltered(path string, topK int, cursor string, see func(*c
 		return Page{}, err
 	}
 	node := p.Node()
-	v := newVisibility(see)
+	v := newVisibility(see, len(g.byPath))
 	n, ok := g.byPath[node]
 	if !ok || v.count(n) == 0 && n != g.root || v.spells(g, p) {
 		return Page{}, fmt.Errorf("%w: %s", ErrPathNotFound, quotePath(node))
@@ -464,11 +471,15 @@ func (g *Graph) cardOf(c *gnode, v *visibility) (choicecard.Card, error) {
 // asking see about each item once.
 type visibility struct {
 	see  func(*catalog.Item) bool
-	memo map[*gnode]int
+	memo []int32 // by node number: visible leaves + 1, 0 not counted yet
 }
 
-func newVisibility(see func(*catalog.Item) bool) *visibility {
-	return &visibility{see: see, memo: map[*gnode]int{}}
+func newVisibility(see func(*catalog.Item) bool, nodes int) *visibility {
+	v := &visibility{see: see}
+	if see != nil {
+		v.memo = make([]int32, nodes)
+	}
+	return v
 }
 
 // count returns the number of visible items below n (n itself for a leaf).
@@ -476,8 +487,8 @@ func (v *visibility) count(n *gnode) int {
 	if v.see == nil {
 		return n.tools
 	}
-	if c, ok := v.memo[n]; ok {
-		return c
+	if c := v.memo[n.num]; c > 0 {
+		return int(c - 1)
 	}
 	c := 0
 	if n.leaf() {
@@ -489,7 +500,7 @@ func (v *visibility) count(n *gnode) int {
 			c += v.count(ch)
 		}
 	}
-	v.memo[n] = c
+	v.memo[n.num] = int32(c + 1)
 	return c
 }
 

@@ -5,14 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"sync"
 
-	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
-	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
 
@@ -31,9 +28,10 @@ type IndexOptions struct {
 	ServerWeight float64
 }
 
-// Index is an in-memory BM25 index over catalog items (bleve, scorch). It
-// ranks items for plain-words queries. Search is safe for concurrent use;
-// Close releases the index.
+// Index is an in-memory BM25 index over catalog items (postings.go: the
+// router's own postings, scored as bleve's BM25 scores them). It ranks
+// items for plain-words queries. Search is safe for concurrent use; Close
+// releases the index.
 //
 // Each item is indexed as five fields: its name, its server (server name,
 // namespace, card tags), its description, its parameter names and its
@@ -76,8 +74,8 @@ type Index struct {
 	// dense is the semantic signal (semantic.go), nil when off.
 	dense *dense
 
-	mu     sync.RWMutex // guards idx against Close during Search
-	idx    bleve.Index
+	mu     sync.RWMutex // guards post against Close during Search
+	post   *postings
 	closed bool
 }
 
@@ -156,58 +154,56 @@ func newIndex(items []*catalog.Item, cfg config) (*Index, error) {
 		x.voc = voc
 	}
 
-	idx, err := bleve.NewUsing("", m, scorch.Name, scorch.Name, nil)
-	if err != nil {
-		return nil, fmt.Errorf("router: new index: %w", err)
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			_ = idx.Close()
-		}
-	}()
 	x.descAn = m.AnalyzerNamed(cfg.analyzer[fieldDesc])
 	x.stemAn = m.AnalyzerNamed(anStem)
-	nameAn := m.AnalyzerNamed(cfg.analyzer[fieldName])
-	if x.descAn == nil || nameAn == nil || x.stemAn == nil {
+	var fieldAn [numFields]analysis.Analyzer
+	for f := range numFields {
+		if fieldAn[f] = m.AnalyzerNamed(cfg.analyzer[f]); fieldAn[f] == nil {
+			return nil, fmt.Errorf("router: no analyzer %q", cfg.analyzer[f])
+		}
+	}
+	nameAn := fieldAn[fieldName]
+	if x.descAn == nil || x.stemAn == nil {
 		return nil, fmt.Errorf("router: no analyzer %q", cfg.analyzer[fieldDesc])
 	}
 	var ab *assocBuilder
 	if cfg.assocWeight > 0 {
 		ab = newAssocBuilder()
 	}
+	// Documents are numbered in id order: ties in score then need no
+	// string comparison.
+	order := make([]int, len(kept))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(kept[a].ID, kept[b].ID) })
 	db := &docBuilder{cfg: &x.cfg, voc: x.voc, memo: map[string][]string{}}
-	b := idx.NewBatch()
-	for i, it := range kept {
-		if x.cfg.batch > 0 && i > 0 && i%x.cfg.batch == 0 {
-			if err := idx.Batch(b); err != nil {
-				return nil, fmt.Errorf("router: index batch: %w", err)
-			}
-			b = idx.NewBatch()
-		}
+	pb := newPostingsBuilder(len(kept), fieldAn)
+	// The raw text is not needed past its document unless the semantic
+	// signal builds tool vectors from it below.
+	keepTexts := cfg.denseWeight > 0 || cfg.vecWeight > 0
+	for _, i := range order {
 		doc := db.doc(&texts[i])
+		if !keepTexts {
+			texts[i] = itemText{}
+		}
 		if ab != nil {
-			d, _ := doc[fieldNames[fieldDesc]].(string)
-			n, _ := doc[fieldNames[fieldName]].(string)
-			ab.addTool(analyzeTerms(x.descAn, d), analyzeTerms(nameAn, n))
+			ab.addTool(analyzeTerms(x.descAn, doc[fieldDesc]), analyzeTerms(nameAn, doc[fieldName]))
 		}
-		if err := b.Index(it.ID, doc); err != nil {
-			return nil, fmt.Errorf("router: index %s: %w", it.ID, err)
-		}
+		pb.add(kept[i].ID, &doc)
+	}
+	if !keepTexts {
+		texts = nil
 	}
 	if ab != nil {
 		x.assoc = ab.build(max(cfg.assocTop, 1), max(cfg.assocMin, 1))
 	}
-	if err := idx.Batch(b); err != nil {
-		return nil, fmt.Errorf("router: index batch: %w", err)
-	}
+	x.post = pb.finish()
 	x.total = uint64(len(kept))
 
-	x.df = map[string][numFields]uint32{}
-	for f := range numFields {
-		if err := fieldDF(idx, f, x.df); err != nil {
-			return nil, err
-		}
+	x.df = make(map[string][numFields]uint32, len(x.post.terms))
+	for t := range x.post.terms {
+		x.df[t] = x.post.df(t)
 	}
 	known := func(t string) bool { _, ok := x.df[t]; return ok }
 	if cfg.denseWeight > 0 || cfg.vecWeight > 0 {
@@ -248,34 +244,7 @@ func newIndex(items []*catalog.Item, cfg config) (*Index, error) {
 		seen[name] = len(x.analyzers)
 		x.analyzers = append(x.analyzers, queryAnalyzer{an: an, fields: []field{f}})
 	}
-	x.idx = idx
-	ok = true
 	return x, nil
-}
-
-// fieldDF reads the document frequency of every term of field f into df.
-func fieldDF(idx bleve.Index, f field, df map[string][numFields]uint32) error {
-	d, err := idx.FieldDict(fieldNames[f])
-	if err != nil {
-		return fmt.Errorf("router: field dictionary %s: %w", fieldNames[f], err)
-	}
-	for {
-		e, err := d.Next()
-		if err != nil {
-			_ = d.Close()
-			return fmt.Errorf("router: field dictionary %s: %w", fieldNames[f], err)
-		}
-		if e == nil {
-			break
-		}
-		v := df[e.Term]
-		v[f] = uint32(min(e.Count, math.MaxUint32))
-		df[e.Term] = v
-	}
-	if err := d.Close(); err != nil {
-		return fmt.Errorf("router: field dictionary %s: %w", fieldNames[f], err)
-	}
-	return nil
 }
 
 // Len returns the number of indexed items.
@@ -392,43 +361,37 @@ func (x *Index) lexical(ctx context.Context, q string, k int, bq query.Query, te
 	return out, nil
 }
 
-// top returns the best bleve hits of q, at most size and at least k of
-// them when that many match, ordered by score descending, then id
-// ascending. Which items make a cut must not depend on bleve's internal
-// document order (it varies between builds), and sorting on ids in bleve
-// loads the id of every matching document, which dominates the cost of a
-// search. So top sorts on score alone and asks for one hit more than size:
-// when that one does not tie with the last, the set is exact and rank
-// settles the order of its ties. When it does, the group of hits tied at
-// the cut is dropped whole if at least k hits remain; otherwise top
-// searches again sorted on ids.
+// top returns the best hits of q, at most size and at least k of them
+// when that many match, ordered by score descending, then id ascending.
+// Which items make a cut must not depend on the order items were indexed
+// in, so a group of hits tied across position size is dropped whole when
+// at least k hits remain, and kept in id order up to size otherwise.
 func (x *Index) top(ctx context.Context, q query.Query, size, k int) (search.DocumentMatchCollection, error) {
-	req := bleve.NewSearchRequestOptions(q, size+1, 0, false)
-	res, err := x.idx.SearchInContext(ctx, req)
+	res, err := x.post.search(ctx, q, size+1)
 	if err != nil {
 		return nil, fmt.Errorf("router: search: %w", err)
 	}
-	hits := res.Hits
-	if len(hits) <= size {
-		return hits, nil
+	if len(res) > size {
+		last := res[size].score
+		cut := size
+		for cut > 0 && res[cut-1].score == last {
+			cut--
+		}
+		if cut < k {
+			cut = size
+		}
+		res = res[:cut]
 	}
-	last := hits[size].Score
-	cut := size
-	for cut > 0 && hits[cut-1].Score == last {
-		cut--
+	dms := make([]search.DocumentMatch, len(res))
+	out := make(search.DocumentMatchCollection, len(res))
+	for i, r := range res {
+		dms[i] = search.DocumentMatch{ID: x.post.ids[r.doc], Score: r.score}
+		out[i] = &dms[i]
 	}
-	if cut >= k {
-		return hits[:cut], nil
-	}
-	req = bleve.NewSearchRequestOptions(q, size, 0, false)
-	req.SortBy([]string{"-_score", "_id"})
-	if res, err = x.idx.SearchInContext(ctx, req); err != nil {
-		return nil, fmt.Errorf("router: search: %w", err)
-	}
-	return res.Hits, nil
+	return out, nil
 }
 
-// rank turns bleve hits (in score order) of visible items into the k best
+// rank turns hits (in score order) of visible items into the k best
 // Hits, ordered by score descending, then id ascending, lifting each by the
 // mean of its server's serverTop best scores.
 func (x *Index) rank(dms search.DocumentMatchCollection, k int, visible Visible) []Hit {
@@ -475,7 +438,7 @@ func sortHits(hits []Hit) {
 	})
 }
 
-// Close releases the bleve index. It waits for searches in flight; later
+// Close releases the index. It waits for searches in flight; later
 // searches fail with ErrClosed. Close is idempotent.
 func (x *Index) Close() error {
 	x.mu.Lock()
@@ -484,10 +447,6 @@ func (x *Index) Close() error {
 		return nil
 	}
 	x.closed = true
-	err := x.idx.Close()
-	x.idx = nil
-	if err != nil {
-		return fmt.Errorf("router: close index: %w", err)
-	}
+	x.post = nil
 	return nil
 }

@@ -151,14 +151,6 @@ type config struct {
 	// this share of the items' field: it barely tells items apart and its
 	// postings dominate the cost of a search.
 	maxDF float64
-	// batch > 0 indexes documents in batches of this many (one segment
-	// each: an in-memory index is never merged); 0 indexes all in one
-	// batch. A batch's analysis is the transient memory of a build: 4096
-	// halves the peak RSS of a 36k-tool build (536 -> 259 MB) at the cost
-	// of searching 9 segments instead of one there; catalogs up to 4096
-	// tools keep one segment (benchmarks/README.md, routing).
-	batch int
-
 	// The semantic signal (semantic.go), measured by the same protocol.
 
 	// denseWeight > 0 turns on the dense stage over word vectors, fused
@@ -202,7 +194,6 @@ func defaultConfig() config {
 		serverTop:    3,
 		candidates:   100,
 		nested:       true,
-		batch:        4096,
 		denseTop:     100,
 	}
 	for f := range c.analyzer {
@@ -342,7 +333,7 @@ func identField(f field) bool {
 	return f == fieldName || f == fieldServer || f == fieldParam
 }
 
-// docBuilder turns item text into bleve documents. It memoizes
+// docBuilder turns item text into documents. It memoizes
 // decompounding, since clones and big servers repeat name words.
 type docBuilder struct {
 	cfg  *config
@@ -351,9 +342,9 @@ type docBuilder struct {
 	buf  []byte
 }
 
-// doc returns the bleve document of one item: a string of words per field.
-func (b *docBuilder) doc(t *itemText) map[string]any {
-	doc := make(map[string]any, numFields)
+// doc returns the document of one item: a string of words per field.
+func (b *docBuilder) doc(t *itemText) [numFields]string {
+	var doc [numFields]string
 	for f := range numFields {
 		b.buf = b.buf[:0]
 		for _, s := range t[f] {
@@ -367,7 +358,7 @@ func (b *docBuilder) doc(t *itemText) map[string]any {
 			}
 			eachRun(s, b.cfg.keepDigits, b.run)
 		}
-		doc[fieldNames[f]] = string(b.buf)
+		doc[f] = string(b.buf)
 	}
 	return doc
 }

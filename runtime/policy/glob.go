@@ -91,11 +91,14 @@ func (g Glob) Match(s string) bool {
 	if g.literal {
 		return s == g.pattern
 	}
-	// Classic two-pointer matching with backtracking to the last star.
-	rs := []rune(s)
+	// Classic two-pointer matching with backtracking to the last star,
+	// over the runes of s decoded in place (an invalid byte is one
+	// U+FFFD, as in []rune(s)): a policy asks this of every item a
+	// filtered browse lists, so it must not allocate.
 	ti, si := 0, 0
 	starT, starS := -1, 0
-	for si < len(rs) {
+	for si < len(s) {
+		r, n := utf8.DecodeRuneInString(s[si:])
 		if ti < len(g.toks) {
 			switch t := g.toks[ti]; t.kind {
 			case '*':
@@ -104,12 +107,12 @@ func (g Glob) Match(s string) bool {
 				continue
 			case '?':
 				ti++
-				si++
+				si += n
 				continue
 			default:
-				if t.r == rs[si] {
+				if t.r == r {
 					ti++
-					si++
+					si += n
 					continue
 				}
 			}
@@ -117,7 +120,8 @@ func (g Glob) Match(s string) bool {
 		if starT < 0 {
 			return false
 		}
-		starS++
+		_, n = utf8.DecodeRuneInString(s[starS:])
+		starS += n
 		ti, si = starT+1, starS
 	}
 	for ti < len(g.toks) && g.toks[ti].kind == '*' {
@@ -127,26 +131,42 @@ func (g Glob) Match(s string) bool {
 }
 
 // globSet matches when any of its globs matches; the empty set matches
-// nothing (callers treat an absent criterion as "any" before asking).
-type globSet []Glob
+// nothing (callers treat an absent criterion as "any" before asking), and
+// a criterion with no patterns is nil. A filtered browse asks every rule
+// about every item it lists, and a rule often names many servers or tools
+// literally: those are looked up in a map, the patterns with wildcards
+// tried in turn.
+type globSet = *globs
+
+type globs struct {
+	literal map[string]struct{}
+	wild    []Glob
+}
 
 func compileGlobs(field string, patterns []string) (globSet, error) {
 	if len(patterns) == 0 {
 		return nil, nil
 	}
-	gs := make(globSet, 0, len(patterns))
+	gs := &globs{literal: make(map[string]struct{}, len(patterns))}
 	for _, p := range patterns {
 		g, err := CompileGlob(p)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", field, err)
 		}
-		gs = append(gs, g)
+		if g.literal {
+			gs.literal[g.pattern] = struct{}{}
+		} else {
+			gs.wild = append(gs.wild, g)
+		}
 	}
 	return gs, nil
 }
 
-func (gs globSet) match(s string) bool {
-	for _, g := range gs {
+func (gs *globs) match(s string) bool {
+	if _, ok := gs.literal[s]; ok {
+		return true
+	}
+	for _, g := range gs.wild {
 		if g.Match(s) {
 			return true
 		}
