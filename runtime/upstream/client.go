@@ -156,6 +156,10 @@ type Client struct {
 	pending   map[string]bool // coalesced list-changed kinds
 
 	events chan struct{} // wakes the event dispatcher (cap 1)
+
+	// taskKey is the _meta key under which the connection hands over an
+	// answer with a task (see taskConn).
+	taskKey string
 }
 
 // session is one live MCP session.
@@ -275,6 +279,12 @@ func New(spec Spec, opts Options) *Client {
 	}
 	c.mc = mcp.NewClient(&mcp.Implementation{Name: "quiver", Version: "0"}, co)
 	c.mc.AddReceivingMiddleware(c.countHandled)
+	c.taskKey = newTaskKey()
+	if err := addTaskMethods(c.mc); err != nil {
+		// Only a name that shadows a standard method fails, which
+		// these do not.
+		panic(err)
+	}
 	if opts.OnElicit != nil {
 		// The go-sdk client checks a form's requestedSchema against its own
 		// reading of the elicitation schema rules before its handler runs,
@@ -552,7 +562,7 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 
 	cctx, cancel := context.WithTimeoutCause(sctx, c.connectTimeout, ErrConnectTimeout)
 	defer cancel()
-	bt := &boundTransport{inner: tr, ctx: sctx, cancel: scancel}
+	bt := &boundTransport{inner: tr, ctx: sctx, cancel: scancel, taskKey: c.taskKey}
 	if s.cmd != nil {
 		// Over HTTP the event streams are counted by headerTransport.
 		bt.received = &s.received

@@ -45,6 +45,10 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ctx, cancel = context.WithTimeout(req.Context(), t.deleteTimeout)
 		req = req.WithContext(ctx)
 	}
+	if name := taskName(req); name != "" {
+		req = req.Clone(req.Context())
+		req.Header.Set("Mcp-Name", name)
+	}
 	if originOf(req.URL) == t.origin {
 		authz, err := t.authorization(req.Context())
 		if err != nil {
@@ -117,6 +121,9 @@ type boundTransport struct {
 	// received, when set, counts the notifications read (see
 	// countingConn).
 	received *atomic.Int64
+	// taskKey, when set, is the key under which a task answer is handed
+	// over (see taskConn).
+	taskKey string
 }
 
 // countingConn counts the notifications read from a connection.
@@ -140,6 +147,9 @@ func (t *boundTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	conn, err := t.inner.Connect(t.ctx)
 	if err == nil && t.received != nil {
 		conn = &countingConn{Connection: conn, received: t.received}
+	}
+	if err == nil && t.taskKey != "" {
+		conn = &taskConn{Connection: conn, key: t.taskKey}
 	}
 	if !stop() {
 		// ctx ended during Connect; t.ctx is cancelled.

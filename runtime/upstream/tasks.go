@@ -1,0 +1,252 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/quiver-mcp/quiver/runtime/codes"
+)
+
+// An upstream that declares the tasks extension (io.modelcontextprotocol/
+// tasks, SEP-2663) may answer a tools/call whose request declares it too
+// with a task instead of a result: resultType "task" and a Task. The
+// go-sdk's CallToolResult keeps neither, so the connection rewrites such an
+// answer into a result the SDK keeps whole: an empty result whose _meta
+// holds the task under a key of this client's, random, that no upstream
+// can know (TaskOf reads it back). The task's methods (tasks/get,
+// tasks/update, tasks/cancel) are custom methods of the go-sdk client.
+
+// TasksExtension is the tasks extension's identifier.
+const TasksExtension = "io.modelcontextprotocol/tasks"
+
+// Task is an upstream's task: a CreateTaskResult or a tasks/get result
+// (a DetailedTask), as the extension's schema has it.
+type Task struct {
+	TaskID         string              `json:"taskId"`
+	Status         string              `json:"status"`
+	StatusMessage  string              `json:"statusMessage,omitempty"`
+	CreatedAt      string              `json:"createdAt"`
+	LastUpdatedAt  string              `json:"lastUpdatedAt"`
+	TTLMs          *int64              `json:"ttlMs"`
+	PollIntervalMs *int64              `json:"pollIntervalMs,omitempty"`
+	InputRequests  mcp.InputRequestMap `json:"inputRequests,omitempty"`
+	Result         json.RawMessage     `json:"result,omitempty"`
+	Error          *jsonrpc.Error      `json:"error,omitempty"`
+}
+
+// The statuses of a task.
+const (
+	TaskWorking       = "working"
+	TaskInputRequired = "input_required"
+	TaskCompleted     = "completed"
+	TaskFailed        = "failed"
+	TaskCancelled     = "cancelled"
+)
+
+// TaskResult is the result of tasks/get, and the acknowledgement of
+// tasks/update and tasks/cancel (no task then).
+type TaskResult struct {
+	mcp.ResultBase
+	ResultType string `json:"resultType,omitempty"`
+	*Task
+}
+
+// TaskParams are the params of tasks/get, tasks/update and tasks/cancel.
+type TaskParams struct {
+	mcp.ParamsBase
+	TaskID         string               `json:"taskId"`
+	InputResponses mcp.InputResponseMap `json:"inputResponses,omitempty"`
+}
+
+// taskMethods are the methods of the extension a client sends.
+var taskMethods = []string{"tasks/get", "tasks/update", "tasks/cancel"}
+
+// addTaskMethods registers the extension's methods on mc.
+func addTaskMethods(mc *mcp.Client) error {
+	for _, m := range taskMethods {
+		if err := mcp.AddSendingCustomMethod[*TaskParams, *TaskResult](mc, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newTaskKey returns the _meta key under which a connection hands over a
+// task answer.
+func newTaskKey() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "dev.quiver-mcp/task-" + hex.EncodeToString(b[:])
+}
+
+// OffersTasks reports whether the upstream declared the tasks extension.
+func (c *Client) OffersTasks() bool {
+	res := c.InitializeResult()
+	if res == nil || res.Capabilities == nil {
+		return false
+	}
+	_, ok := res.Capabilities.Extensions[TasksExtension]
+	return ok
+}
+
+// ErrTaskMalformed: the upstream's task answer does not follow the
+// extension's schema.
+var ErrTaskMalformed = errors.New("malformed task")
+
+// TaskOf returns the task an upstream answered a tools/call with, and
+// whether it answered with one.
+func (c *Client) TaskOf(res *mcp.CallToolResult) (*Task, bool, error) {
+	if res == nil || res.Meta == nil {
+		return nil, false, nil
+	}
+	raw, ok := res.Meta[c.taskKey]
+	if !ok {
+		return nil, false, nil
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return nil, true, fmt.Errorf("%w: %w", ErrTaskMalformed, err)
+	}
+	t, err := parseTask(b)
+	return t, true, err
+}
+
+// parseTask reads a task and checks what the schema requires of it.
+func parseTask(b []byte) (*Task, error) {
+	var t Task
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTaskMalformed, err)
+	}
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+func (t *Task) check() error {
+	switch {
+	case t.TaskID == "":
+		return fmt.Errorf("%w: no taskId", ErrTaskMalformed)
+	case t.CreatedAt == "" || t.LastUpdatedAt == "":
+		return fmt.Errorf("%w: no createdAt or lastUpdatedAt", ErrTaskMalformed)
+	}
+	switch t.Status {
+	case TaskWorking, TaskCancelled:
+	case TaskInputRequired:
+		if len(t.InputRequests) == 0 {
+			return fmt.Errorf("%w: input_required without inputRequests", ErrTaskMalformed)
+		}
+	case TaskCompleted:
+		if len(t.Result) == 0 {
+			return fmt.Errorf("%w: completed without a result", ErrTaskMalformed)
+		}
+	case TaskFailed:
+		if t.Error == nil {
+			return fmt.Errorf("%w: failed without an error", ErrTaskMalformed)
+		}
+	default:
+		return fmt.Errorf("%w: status %q", ErrTaskMalformed, t.Status)
+	}
+	return nil
+}
+
+// taskCall sends one of the extension's methods for the task id with
+// caps, the client capabilities the request declares (the extension's
+// among them, or the upstream refuses it).
+func (c *Client) taskCall(ctx context.Context, method, id string, caps any, answers mcp.InputResponseMap) (*TaskResult, error) {
+	return do(c, ctx, method, func(ctx context.Context, cs *mcp.ClientSession) (*TaskResult, error) {
+		p := &TaskParams{TaskID: id, InputResponses: answers}
+		p.Meta = mcp.Meta{mcp.MetaKeyClientCapabilities: caps}
+		return mcp.CallCustomMethod[*TaskParams, *TaskResult](ctx, cs, method, p)
+	})
+}
+
+// GetTask polls the upstream's task id (tasks/get).
+func (c *Client) GetTask(ctx context.Context, id string, caps any) (*Task, error) {
+	res, err := c.taskCall(ctx, "tasks/get", id, caps, nil)
+	if err != nil {
+		return nil, err
+	}
+	if res.Task == nil {
+		return nil, newError(codes.UpstreamError, fmt.Errorf("upstream %q: tasks/get: %w: no task", c.spec.Name, ErrTaskMalformed))
+	}
+	if err := res.Task.check(); err != nil {
+		return nil, newError(codes.UpstreamError, fmt.Errorf("upstream %q: tasks/get: %w", c.spec.Name, err))
+	}
+	return res.Task, nil
+}
+
+// UpdateTask answers the input requests of the upstream's task id
+// (tasks/update).
+func (c *Client) UpdateTask(ctx context.Context, id string, caps any, answers mcp.InputResponseMap) error {
+	_, err := c.taskCall(ctx, "tasks/update", id, caps, answers)
+	return err
+}
+
+// CancelTask cancels the upstream's task id (tasks/cancel).
+func (c *Client) CancelTask(ctx context.Context, id string, caps any) error {
+	_, err := c.taskCall(ctx, "tasks/cancel", id, caps, nil)
+	return err
+}
+
+// taskConn rewrites an answer with resultType "task" (see above).
+type taskConn struct {
+	mcp.Connection
+	key string
+}
+
+// Read implements mcp.Connection.
+func (c *taskConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if r, ok := msg.(*jsonrpc.Response); ok && err == nil && r.Error == nil && bytes.Contains(r.Result, []byte(`"task"`)) {
+		var head struct {
+			ResultType string `json:"resultType"`
+		}
+		if json.Unmarshal(r.Result, &head) == nil && head.ResultType == "task" {
+			if b, merr := json.Marshal(map[string]any{"content": []any{}, "_meta": map[string]json.RawMessage{c.key: r.Result}}); merr == nil {
+				r.Result = b
+			}
+		}
+	}
+	return msg, err
+}
+
+// maxTaskBody bounds the body headerTransport reads to name a task
+// request's Mcp-Name header.
+const maxTaskBody = 64 << 10
+
+// taskName returns the Mcp-Name header of a tasks/* request: its taskId,
+// as the extension requires over streamable HTTP ("" when it has none).
+func taskName(req *http.Request) string {
+	if !strings.HasPrefix(req.Header.Get("Mcp-Method"), "tasks/") || req.Header.Get("Mcp-Name") != "" || req.GetBody == nil {
+		return ""
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return ""
+	}
+	defer body.Close()
+	b, err := io.ReadAll(io.LimitReader(body, maxTaskBody))
+	if err != nil {
+		return ""
+	}
+	var m struct {
+		Params struct {
+			TaskID string `json:"taskId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(b, &m) != nil {
+		return ""
+	}
+	return m.Params.TaskID
+}
