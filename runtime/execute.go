@@ -386,6 +386,11 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 		if !ok {
 			return nil, finish(newError(CodeUpstreamUnavailable, "the upstream of %q is not connected", it.ID), false)
 		}
+		// The tasks extension is offered only where nothing of the call
+		// waits for its result (tasks.go).
+		if cl := callerOf(ctx); cl != nil {
+			cl.offerTask = r.offerTasks(ctx, c.conn, resv != nil || cacheKey != "" || adm.ReadsDocuments())
+		}
 		var err error
 		res, attempts, err = controls.Do(ctx, r.retry, func(ctx context.Context) (*mcp.CallToolResult, error) {
 			cctx, cancel := context.WithTimeout(ctx, r.cfg.Timing.CallTimeout)
@@ -409,6 +414,9 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 				e.withDetail("attempts", attempts)
 			}
 			return nil, finish(e, !noEffect(err))
+		}
+		if cl := callerOf(ctx); cl != nil && cl.task != nil {
+			return r.startTask(ctx, ss, st, it, direct)
 		}
 		if res.NeedsInput() {
 			// The call is not over: the client answers the input

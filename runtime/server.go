@@ -27,6 +27,9 @@ func (r *Runtime) newServer() *mcp.Server {
 			//lint:ignore SA1019 deprecated in protocol 2026-07-28 only; quiver forwards logging for the protocols that have it.
 			Logging:     &mcp.LoggingCapabilities{},
 			Completions: &mcp.CompletionCapabilities{},
+			// quiver relays the tasks of upstreams that offer them to
+			// the clients that declare the extension (tasks.go).
+			Extensions: map[string]any{protocol.TasksExtension: map[string]any{}},
 		},
 		CompletionHandler: r.handleComplete,
 		// Every revision the go-sdk speaks, chosen per client: sessions
@@ -57,6 +60,9 @@ func (r *Runtime) newServer() *mcp.Server {
 		case ToolView:
 			s.AddTool(t, r.handleView)
 		}
+	}
+	if err := r.registerTaskMethods(s); err != nil {
+		panic(err)
 	}
 	if err := r.registerCapabilityMethods(s); err != nil {
 		// Only a name that shadows a standard method fails, which these
