@@ -1,0 +1,254 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// taskClient speaks MCP 2026-07-28 as plain JSON-RPC POSTs, so that the
+// test sees the tasks extension's wire as it is (the go-sdk client keeps
+// no task of a tools/call answer).
+type taskClient struct {
+	url, token string
+	// declare puts the tasks extension in each request's capabilities.
+	declare bool
+}
+
+type rpcError struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+}
+
+func (c taskClient) call(t *testing.T, method, name string, params map[string]any) (map[string]any, *rpcError) {
+	t.Helper()
+	caps := map[string]any{"elicitation": map[string]any{"form": map[string]any{}}}
+	if c.declare {
+		caps["extensions"] = map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}
+	}
+	params["_meta"] = map[string]any{mcp.MetaKeyProtocolVersion: "2026-07-28", mcp.MetaKeyClientCapabilities: caps,
+		mcp.MetaKeyClientInfo: map[string]any{"name": "tasks-e2e", "version": "1"}}
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	must(t, err)
+	req, err := http.NewRequest(http.MethodPost, c.url, bytes.NewReader(body))
+	must(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	if name != "" {
+		req.Header.Set("Mcp-Name", name)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	var msg []byte
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 8<<20)
+		for sc.Scan() {
+			if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.Contains(d, `"id"`) {
+				msg = []byte(d)
+			}
+		}
+	} else {
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		msg = b.Bytes()
+	}
+	var out struct {
+		Result map[string]any `json:"result"`
+		Error  *rpcError      `json:"error"`
+	}
+	if err := json.Unmarshal(msg, &out); err != nil {
+		t.Fatalf("%s: status %d, %v: %s", method, resp.StatusCode, err, msg)
+	}
+	return out.Result, out.Error
+}
+
+// tasksConfig writes a direct-mode configuration with bearer auth and one
+// upstream that offers the tasks extension.
+func tasksConfig(t *testing.T) (cfgPath, record string) {
+	t.Helper()
+	dir := t.TempDir()
+	record = filepath.Join(dir, "calls.jsonl")
+	cfg := fmt.Sprintf(`mode: direct
+environment: dev
+state_dir: %s
+auth:
+  issuers:
+    - name: ci
+      iss: quiver-ci
+      audiences: [quiver]
+      alg: HS256
+      hs256_secret_env: QUIVER_E2E_JWT_SECRET
+upstreams:
+  - name: up
+    command: [%q, "-name", "up", "-tasks", "-record", %q]
+`, filepath.Join(dir, "state"), upstreamBin, record)
+	cfgPath = filepath.Join(dir, "quiver.yaml")
+	must(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
+	return cfgPath, record
+}
+
+// taskEvents counts the tasks/* requests the upstream received.
+func taskEvents(t *testing.T, record string) int {
+	t.Helper()
+	b, err := os.ReadFile(record)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), `"event":"task"`)
+}
+
+// TestE2ETasks: a 2026-07-28 client that declares the tasks extension gets
+// the upstream's task under quiver's id, polls it to completion and gets
+// the result through the firewall (a large one becomes an artifact),
+// answers an input_required task with tasks/update, and cancels one;
+// another principal's task id, a forged one and an expired one are refused
+// with nothing reaching the upstream; a client that does not declare the
+// extension gets a synchronous result.
+func TestE2ETasks(t *testing.T) {
+	t.Setenv("QUIVER_E2E_JWT_SECRET", safetySecret)
+	cfg, record := tasksConfig(t)
+	srv := startHTTP(t, "--config", cfg)
+	alice := taskClient{url: srv.url, token: hsToken(t, "alice", nil), declare: true}
+	bob := taskClient{url: srv.url, token: hsToken(t, "bob", nil), declare: true}
+	plain := taskClient{url: srv.url, token: alice.token}
+	defer func() {
+		if t.Failed() {
+			t.Logf("quiver log:\n%s", srv.log())
+		}
+	}()
+
+	// The listener declares the extension.
+	disc, derr := alice.call(t, "server/discover", "", map[string]any{})
+	if derr != nil || !strings.Contains(fmt.Sprint(disc["capabilities"]), "io.modelcontextprotocol/tasks") {
+		t.Fatalf("server/discover = %v, %v", disc, derr)
+	}
+	var tools map[string]any
+	for range 100 {
+		tools, _ = alice.call(t, "tools/list", "", map[string]any{})
+		if strings.Contains(fmt.Sprint(tools), "up__report") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// A large report: a task, polled to completion, kept out of the
+	// context by the firewall.
+	created, e := alice.call(t, "tools/call", "up__report", map[string]any{"name": "up__report", "arguments": map[string]any{"size": 200000}})
+	if e != nil || created["resultType"] != "task" || created["status"] != "working" {
+		t.Fatalf("tools/call = %v, %v", created, e)
+	}
+	id, _ := created["taskId"].(string)
+	if !strings.HasPrefix(id, "qt1.") {
+		t.Fatalf("task id %q is not quiver's", id)
+	}
+	var done map[string]any
+	for range 5 {
+		got, e := alice.call(t, "tasks/get", id, map[string]any{"taskId": id})
+		if e != nil || got["resultType"] != "complete" || got["taskId"] != id {
+			t.Fatalf("tasks/get = %v, %v", got, e)
+		}
+		if got["status"] == "completed" {
+			done = got
+			break
+		}
+	}
+	if done == nil {
+		t.Fatal("the task did not complete")
+	}
+	res, _ := json.Marshal(done["result"])
+	if len(res) > 50000 || !strings.Contains(string(res), "artifact") {
+		t.Fatalf("the large result was not kept out of the context (%d bytes): %.300s", len(res), res)
+	}
+
+	// An input_required task, answered with tasks/update.
+	created, e = alice.call(t, "tools/call", "up__ask_task", map[string]any{"name": "up__ask_task", "arguments": map[string]any{"question": "name?"}})
+	if e != nil || created["resultType"] != "task" {
+		t.Fatalf("ask_task = %v, %v", created, e)
+	}
+	ask := created["taskId"].(string)
+	var asked map[string]any
+	for range 5 {
+		got, e := alice.call(t, "tasks/get", ask, map[string]any{"taskId": ask})
+		if e != nil {
+			t.Fatal(e)
+		}
+		if got["status"] == "input_required" {
+			asked = got
+			break
+		}
+	}
+	if asked == nil || !strings.Contains(fmt.Sprint(asked["inputRequests"]), "name?") {
+		t.Fatalf("no input request relayed: %v", asked)
+	}
+	if _, e := alice.call(t, "tasks/update", ask, map[string]any{"taskId": ask,
+		"inputResponses": map[string]any{"q1": map[string]any{"action": "accept", "content": map[string]any{"answer": "Luca"}}}}); e != nil {
+		t.Fatalf("tasks/update: %v", e)
+	}
+	got, e := alice.call(t, "tasks/get", ask, map[string]any{"taskId": ask})
+	if e != nil || got["status"] != "completed" || !strings.Contains(fmt.Sprint(got["result"]), "asked: accept map[answer:Luca]") {
+		t.Fatalf("answered task = %v, %v", got, e)
+	}
+
+	// A cancelled task.
+	created, _ = alice.call(t, "tools/call", "up__forever", map[string]any{"name": "up__forever", "arguments": map[string]any{}})
+	forever := created["taskId"].(string)
+	if _, e := alice.call(t, "tasks/cancel", forever, map[string]any{"taskId": forever}); e != nil {
+		t.Fatalf("tasks/cancel: %v", e)
+	}
+	if got, e := alice.call(t, "tasks/get", forever, map[string]any{"taskId": forever}); e != nil || got["status"] != "cancelled" {
+		t.Fatalf("cancelled task = %v, %v", got, e)
+	}
+
+	// Refusals: nothing reaches the upstream.
+	created, _ = alice.call(t, "tools/call", "up__brief", map[string]any{"name": "up__brief", "arguments": map[string]any{}})
+	brief := created["taskId"].(string)
+	time.Sleep(20 * time.Millisecond) // past its 1 ms lifetime
+	forged := id[:len(id)-4] + "AAAA"
+	before := taskEvents(t, record)
+	for _, tc := range []struct {
+		name string
+		c    taskClient
+		id   string
+		code int64
+		msg  string
+	}{
+		{"another principal", bob, id, -32602, "Task not found"},
+		{"forged", alice, forged, -32602, "Task not found"},
+		{"upstream's own id", alice, "0123456789abcdef", -32602, "Task not found"},
+		{"expired", alice, brief, -32602, "Task has expired"},
+		{"undeclared", plain, id, -32021, "extension"},
+	} {
+		for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+			_, e := tc.c.call(t, m, tc.id, map[string]any{"taskId": tc.id, "inputResponses": map[string]any{}})
+			if e == nil || e.Code != tc.code || !strings.Contains(e.Message, tc.msg) {
+				t.Errorf("%s: %s = %+v, want %d %q", tc.name, m, e, tc.code, tc.msg)
+			}
+		}
+	}
+	if after := taskEvents(t, record); after != before {
+		t.Errorf("%d refused task requests reached the upstream", after-before)
+	}
+
+	// A client that does not declare the extension gets the result.
+	sync, e := plain.call(t, "tools/call", "up__report", map[string]any{"name": "up__report", "arguments": map[string]any{"size": 10}})
+	if e != nil || sync["resultType"] != "complete" || !strings.Contains(fmt.Sprint(sync["content"]), "rrrrrrrrrr") {
+		t.Fatalf("undeclared tools/call = %v, %v", sync, e)
+	}
+}
