@@ -160,7 +160,7 @@ func TestE2ETasks(t *testing.T) {
 	}
 	var done map[string]any
 	for range 5 {
-			got, e := alice.call(t, "tasks/get", id, map[string]any{"taskId": id})
+		got, e := alice.call(t, "tasks/get", id, map[string]any{"taskId": id})
 		if e != nil || got["resultType"] != "complete" || got["taskId"] != id {
 			t.Fatalf("tasks/get = %v, %v", got, e)
 		}
