@@ -562,8 +562,11 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 
 	cctx, cancel := context.WithTimeoutCause(sctx, c.connectTimeout, ErrConnectTimeout)
 	defer cancel()
-	bt := &boundTransport{inner: tr, ctx: sctx, cancel: scancel, taskKey: c.taskKey}
+	bt := &boundTransport{inner: tr, ctx: sctx, cancel: scancel}
 	if s.cmd != nil {
+		// Only a stdio connection can be wrapped: the go-sdk's HTTP
+		// connections have unexported methods a wrapper would hide.
+		bt.taskKey = c.taskKey
 		// Over HTTP the event streams are counted by headerTransport.
 		bt.received = &s.received
 	}

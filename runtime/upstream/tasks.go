@@ -8,9 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -89,8 +86,14 @@ func newTaskKey() string {
 	return "dev.quiver-mcp/task-" + hex.EncodeToString(b[:])
 }
 
-// OffersTasks reports whether the upstream declared the tasks extension.
+// OffersTasks reports whether the upstream declared the tasks extension
+// and quiver can relay its tasks: over stdio only, where the connection
+// can be wrapped (see taskConn); to an HTTP upstream quiver does not offer
+// the extension, and its calls stay synchronous.
 func (c *Client) OffersTasks() bool {
+	if c.spec.URL != "" || c.spec.SSE != "" {
+		return false
+	}
 	res := c.InitializeResult()
 	if res == nil || res.Capabilities == nil {
 		return false
@@ -219,34 +222,4 @@ func (c *taskConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		}
 	}
 	return msg, err
-}
-
-// maxTaskBody bounds the body headerTransport reads to name a task
-// request's Mcp-Name header.
-const maxTaskBody = 64 << 10
-
-// taskName returns the Mcp-Name header of a tasks/* request: its taskId,
-// as the extension requires over streamable HTTP ("" when it has none).
-func taskName(req *http.Request) string {
-	if !strings.HasPrefix(req.Header.Get("Mcp-Method"), "tasks/") || req.Header.Get("Mcp-Name") != "" || req.GetBody == nil {
-		return ""
-	}
-	body, err := req.GetBody()
-	if err != nil {
-		return ""
-	}
-	defer body.Close()
-	b, err := io.ReadAll(io.LimitReader(body, maxTaskBody))
-	if err != nil {
-		return ""
-	}
-	var m struct {
-		Params struct {
-			TaskID string `json:"taskId"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(b, &m) != nil {
-		return ""
-	}
-	return m.Params.TaskID
 }

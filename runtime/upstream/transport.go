@@ -45,10 +45,6 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ctx, cancel = context.WithTimeout(req.Context(), t.deleteTimeout)
 		req = req.WithContext(ctx)
 	}
-	if name := taskName(req); name != "" {
-		req = req.Clone(req.Context())
-		req.Header.Set("Mcp-Name", name)
-	}
 	if originOf(req.URL) == t.origin {
 		authz, err := t.authorization(req.Context())
 		if err != nil {
