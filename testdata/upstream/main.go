@@ -212,6 +212,7 @@ func run(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer)
 		opts.UnsubscribeHandler = a.unsubscribe
 	}
 	if cfg.tasks {
+		//lint:ignore SA1019 the go-sdk's default capabilities, kept beside the extension.
 		opts.Capabilities = &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Extensions: map[string]any{tasksExt: map[string]any{}}}
 	}
 	a.server = mcp.NewServer(&mcp.Implementation{Name: cfg.name, Version: cfg.version}, opts)
