@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -79,15 +80,32 @@ func (c taskClient) call(t *testing.T, method, name string, params map[string]an
 	return out.Result, out.Error
 }
 
-// tasksConfig writes a direct-mode configuration with bearer auth and one
-// upstream that offers the tasks extension.
-func tasksConfig(t *testing.T) (cfgPath, record string) {
+// tasksPolicy lets everyone list and call, and only alice answer
+// elicitations.
+const tasksPolicy = `policy_id: tasks
+rules:
+  - id: tools
+    priority: 10
+    effect: allow
+    match: {action: [list, call]}
+  - id: alice-elicit
+    priority: 10
+    effect: allow
+    match: {principal: {sub: alice}, action: [elicit]}
+`
+
+// tasksConfig writes a configuration in mode with bearer auth, a policy,
+// and one upstream that offers the tasks extension.
+func tasksConfig(t *testing.T, mode string) (cfgPath, record, stateDir string) {
 	t.Helper()
 	dir := t.TempDir()
 	record = filepath.Join(dir, "calls.jsonl")
-	cfg := fmt.Sprintf(`mode: direct
+	stateDir = filepath.Join(dir, "state")
+	must(t, os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(tasksPolicy), 0o644))
+	cfg := fmt.Sprintf(`mode: %s
 environment: dev
 state_dir: %s
+policy: {file: policy.yaml}
 auth:
   issuers:
     - name: ci
@@ -98,10 +116,33 @@ auth:
 upstreams:
   - name: up
     command: [%q, "-name", "up", "-tasks", "-record", %q]
-`, filepath.Join(dir, "state"), upstreamBin, record)
+`, mode, stateDir, upstreamBin, record)
 	cfgPath = filepath.Join(dir, "quiver.yaml")
 	must(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
-	return cfgPath, record
+	return cfgPath, record, stateDir
+}
+
+// tool calls an upstream tool: by its listed name in direct mode, through
+// tool_execute in gateway mode.
+func (c taskClient) tool(t *testing.T, mode, tool string, args map[string]any) (map[string]any, *rpcError) {
+	t.Helper()
+	if mode == "direct" {
+		return c.call(t, "tools/call", "up__"+tool, map[string]any{"name": "up__" + tool, "arguments": args})
+	}
+	browse, e := c.call(t, "tools/call", "tool_browse", map[string]any{"name": "tool_browse", "arguments": map[string]any{"query": tool, "top_k": 50}})
+	if e != nil {
+		t.Fatalf("tool_browse: %v", e)
+	}
+	id := ""
+	for _, m := range regexp.MustCompile(`up:[a-z_]+#[0-9a-f]{8}`).FindAllString(fmt.Sprint(browse["content"]), -1) {
+		if strings.HasPrefix(m, "up:"+tool+"#") {
+			id = m
+		}
+	}
+	if id == "" {
+		t.Fatalf("no card for up:%s in %v", tool, browse)
+	}
+	return c.call(t, "tools/call", "tool_execute", map[string]any{"name": "tool_execute", "arguments": map[string]any{"tool_id": id, "args": args}})
 }
 
 // taskEvents counts the tasks/* requests the upstream received.
@@ -114,16 +155,24 @@ func taskEvents(t *testing.T, record string) int {
 	return strings.Count(string(b), `"event":"task"`)
 }
 
-// TestE2ETasks: a 2026-07-28 client that declares the tasks extension gets
-// the upstream's task under quiver's id, polls it to completion and gets
-// the result through the firewall (a large one becomes an artifact),
-// answers an input_required task with tasks/update, and cancels one;
-// another principal's task id, a forged one and an expired one are refused
-// with nothing reaching the upstream; a client that does not declare the
-// extension gets a synchronous result.
+// TestE2ETasks: in direct and gateway modes, a 2026-07-28 client that
+// declares the tasks extension gets the upstream's task under quiver's
+// id, polls it to completion and gets the result through the firewall (a
+// large one becomes an artifact), answers an input_required task with
+// tasks/update, and cancels one; an input request the policy refuses fails
+// the task and cancels it upstream; another principal's task id, a forged
+// one and an expired one are refused with nothing reaching the upstream,
+// and receipted; a client that does not declare the extension gets a
+// synchronous result.
 func TestE2ETasks(t *testing.T) {
 	t.Setenv("QUIVER_E2E_JWT_SECRET", safetySecret)
-	cfg, record := tasksConfig(t)
+	for _, mode := range []string{"direct", "gateway"} {
+		t.Run(mode, func(t *testing.T) { tasksE2E(t, mode) })
+	}
+}
+
+func tasksE2E(t *testing.T, mode string) {
+	cfg, record, stateDir := tasksConfig(t, mode)
 	srv := startHTTP(t, "--config", cfg)
 	alice := taskClient{url: srv.url, token: hsToken(t, "alice", nil), declare: true}
 	bob := taskClient{url: srv.url, token: hsToken(t, "bob", nil), declare: true}
@@ -139,18 +188,22 @@ func TestE2ETasks(t *testing.T) {
 	if derr != nil || !strings.Contains(fmt.Sprint(disc["capabilities"]), "io.modelcontextprotocol/tasks") {
 		t.Fatalf("server/discover = %v, %v", disc, derr)
 	}
-	var tools map[string]any
-	for range 100 {
-		tools, _ = alice.call(t, "tools/list", "", map[string]any{})
-		if strings.Contains(fmt.Sprint(tools), "up__report") {
-			break
+	if mode == "direct" {
+		for i := 0; ; i++ {
+			tools, _ := alice.call(t, "tools/list", "", map[string]any{})
+			if strings.Contains(fmt.Sprint(tools), "up__report") {
+				break
+			}
+			if i == 100 {
+				t.Fatalf("up__report is not listed: %v", tools)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 
 	// A large report: a task, polled to completion, kept out of the
 	// context by the firewall.
-	created, e := alice.call(t, "tools/call", "up__report", map[string]any{"name": "up__report", "arguments": map[string]any{"size": 200000}})
+	created, e := alice.tool(t, mode, "report", map[string]any{"size": 200000})
 	if e != nil || created["resultType"] != "task" || created["status"] != "working" {
 		t.Fatalf("tools/call = %v, %v", created, e)
 	}
@@ -173,41 +226,56 @@ func TestE2ETasks(t *testing.T) {
 		t.Fatal("the task did not complete")
 	}
 	res, _ := json.Marshal(done["result"])
-	if len(res) > 50000 || !strings.Contains(string(res), "artifact") {
-		t.Fatalf("the large result was not kept out of the context (%d bytes): %.300s", len(res), res)
+	if len(res) > 50000 || !strings.Contains(string(res), "art_") {
+		t.Fatalf("the large result was not kept out of the context (%d bytes): %.600s", len(res), res)
 	}
 
 	// An input_required task, answered with tasks/update.
-	created, e = alice.call(t, "tools/call", "up__ask_task", map[string]any{"name": "up__ask_task", "arguments": map[string]any{"question": "name?"}})
-	if e != nil || created["resultType"] != "task" {
-		t.Fatalf("ask_task = %v, %v", created, e)
-	}
-	ask := created["taskId"].(string)
-	var asked map[string]any
-	for range 5 {
-		got, e := alice.call(t, "tasks/get", ask, map[string]any{"taskId": ask})
-		if e != nil {
-			t.Fatal(e)
+	ask := func(c taskClient) (string, map[string]any) {
+		t.Helper()
+		created, e := c.tool(t, mode, "ask_task", map[string]any{"question": "name?"})
+		if e != nil || created["resultType"] != "task" {
+			t.Fatalf("ask_task = %v, %v", created, e)
 		}
-		if got["status"] == "input_required" {
-			asked = got
-			break
+		id := created["taskId"].(string)
+		for range 5 {
+			got, e := c.call(t, "tasks/get", id, map[string]any{"taskId": id})
+			if e != nil {
+				t.Fatal(e)
+			}
+			if got["status"] != "working" {
+				return id, got
+			}
 		}
+		t.Fatal("the task kept working")
+		return "", nil
 	}
-	if asked == nil || !strings.Contains(fmt.Sprint(asked["inputRequests"]), "name?") {
+	askID, asked := ask(alice)
+	if asked["status"] != "input_required" || !strings.Contains(fmt.Sprint(asked["inputRequests"]), "name?") {
 		t.Fatalf("no input request relayed: %v", asked)
 	}
-	if _, e := alice.call(t, "tasks/update", ask, map[string]any{"taskId": ask,
+	if _, e := alice.call(t, "tasks/update", askID, map[string]any{"taskId": askID,
 		"inputResponses": map[string]any{"q1": map[string]any{"action": "accept", "content": map[string]any{"answer": "Luca"}}}}); e != nil {
 		t.Fatalf("tasks/update: %v", e)
 	}
-	got, e := alice.call(t, "tasks/get", ask, map[string]any{"taskId": ask})
+	got, e := alice.call(t, "tasks/get", askID, map[string]any{"taskId": askID})
 	if e != nil || got["status"] != "completed" || !strings.Contains(fmt.Sprint(got["result"]), "asked: accept map[answer:Luca]") {
 		t.Fatalf("answered task = %v, %v", got, e)
 	}
 
+	// bob may not answer elicitations: his task fails, and is cancelled
+	// upstream.
+	cancels := strings.Count(readFile(t, record), `"method":"tasks/cancel"`)
+	_, denied := ask(bob)
+	if denied["status"] != "failed" || !strings.Contains(fmt.Sprint(denied["error"]), "RELAY_DENIED") || denied["inputRequests"] != nil {
+		t.Fatalf("bob's input request = %v, want a failed task with RELAY_DENIED", denied)
+	}
+	if n := strings.Count(readFile(t, record), `"method":"tasks/cancel"`); n != cancels+1 {
+		t.Errorf("the refused task was not cancelled upstream (%d cancels, want %d)", n, cancels+1)
+	}
+
 	// A cancelled task.
-	created, _ = alice.call(t, "tools/call", "up__forever", map[string]any{"name": "up__forever", "arguments": map[string]any{}})
+	created, _ = alice.tool(t, mode, "forever", map[string]any{})
 	forever := created["taskId"].(string)
 	if _, e := alice.call(t, "tasks/cancel", forever, map[string]any{"taskId": forever}); e != nil {
 		t.Fatalf("tasks/cancel: %v", e)
@@ -217,7 +285,7 @@ func TestE2ETasks(t *testing.T) {
 	}
 
 	// Refusals: nothing reaches the upstream.
-	created, _ = alice.call(t, "tools/call", "up__brief", map[string]any{"name": "up__brief", "arguments": map[string]any{}})
+	created, _ = alice.tool(t, mode, "brief", map[string]any{})
 	brief := created["taskId"].(string)
 	time.Sleep(20 * time.Millisecond) // past its 1 ms lifetime
 	forged := id[:len(id)-4] + "AAAA"
@@ -245,10 +313,27 @@ func TestE2ETasks(t *testing.T) {
 	if after := taskEvents(t, record); after != before {
 		t.Errorf("%d refused task requests reached the upstream", after-before)
 	}
+	env := &safetyEnv{receipts: filepath.Join(stateDir, "receipts")}
+	env.waitReceipt(t, "bob's refused tasks/get", func(r map[string]any) bool {
+		return field(r, "mcp.method") == "tasks/get" && field(r, "principal.sub") == "bob" && field(r, "outcome.error_code") == "TASK_INVALID" &&
+			strings.Contains(fmt.Sprint(field(r, "decision.reason_codes")), "TASK_FOREIGN") && field(r, "decision.result") == "deny"
+	})
+	env.waitReceipt(t, "bob's refused input request", func(r map[string]any) bool {
+		return field(r, "mcp.method") == "elicitation/create" && field(r, "principal.sub") == "bob" && field(r, "decision.result") == "deny"
+	})
 
 	// A client that does not declare the extension gets the result.
-	sync, e := plain.call(t, "tools/call", "up__report", map[string]any{"name": "up__report", "arguments": map[string]any{"size": 40}})
+	sync, e := plain.tool(t, mode, "report", map[string]any{"size": 40})
 	if e != nil || sync["resultType"] != "complete" || !strings.Contains(fmt.Sprint(sync["content"]), "line 0 of") {
 		t.Fatalf("undeclared tools/call = %v, %v", sync, e)
 	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
 }
