@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -96,11 +98,15 @@ rules:
 
 // tasksConfig writes a configuration in mode with bearer auth, a policy,
 // and one upstream that offers the tasks extension.
-func tasksConfig(t *testing.T, mode string) (cfgPath, record, stateDir string) {
+func tasksConfig(t *testing.T, mode, transport string) (cfgPath, record, stateDir string) {
 	t.Helper()
 	dir := t.TempDir()
 	record = filepath.Join(dir, "calls.jsonl")
 	stateDir = filepath.Join(dir, "state")
+	upstream := fmt.Sprintf("command: [%q, \"-name\", \"up\", \"-tasks\", \"-record\", %q]", upstreamBin, record)
+	if transport == "http" {
+		upstream = "url: " + startTaskUpstreamHTTP(t, record)
+	}
 	must(t, os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(tasksPolicy), 0o644))
 	cfg := fmt.Sprintf(`mode: %s
 environment: dev
@@ -115,11 +121,31 @@ auth:
       hs256_secret_env: QUIVER_E2E_JWT_SECRET
 upstreams:
   - name: up
-    command: [%q, "-name", "up", "-tasks", "-record", %q]
-`, mode, stateDir, upstreamBin, record)
+    %s
+`, mode, stateDir, upstream)
 	cfgPath = filepath.Join(dir, "quiver.yaml")
 	must(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
 	return cfgPath, record, stateDir
+}
+
+// startTaskUpstreamHTTP starts the test upstream with -tasks over
+// stateless streamable HTTP (2026-07-28) and returns its URL.
+func startTaskUpstreamHTTP(t *testing.T, record string) string {
+	t.Helper()
+	cmd := exec.Command(upstreamBin, "-transport", "http", "-stateless", "-addr", "127.0.0.1:0", "-name", "up", "-tasks", "-record", record)
+	out, err := cmd.StdoutPipe()
+	must(t, err)
+	cmd.Stderr = io.Discard
+	must(t, cmd.Start())
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("upstream did not print its URL: %v", err)
+	}
+	return strings.TrimSpace(line)
 }
 
 // tool calls an upstream tool: by its listed name in direct mode, through
@@ -155,7 +181,8 @@ func taskEvents(t *testing.T, record string) int {
 	return strings.Count(string(b), `"event":"task"`)
 }
 
-// TestE2ETasks: in direct and gateway modes, a 2026-07-28 client that
+// TestE2ETasks: in direct and gateway modes, with a stdio upstream and a
+// streamable HTTP one, a 2026-07-28 client that
 // declares the tasks extension gets the upstream's task under quiver's
 // id, polls it to completion and gets the result through the firewall (a
 // large one becomes an artifact), answers an input_required task with
@@ -166,13 +193,13 @@ func taskEvents(t *testing.T, record string) int {
 // synchronous result.
 func TestE2ETasks(t *testing.T) {
 	t.Setenv("QUIVER_E2E_JWT_SECRET", safetySecret)
-	for _, mode := range []string{"direct", "gateway"} {
-		t.Run(mode, func(t *testing.T) { tasksE2E(t, mode) })
+	for _, tc := range []struct{ mode, transport string }{{"direct", "stdio"}, {"gateway", "stdio"}, {"direct", "http"}} {
+		t.Run(tc.mode+"/"+tc.transport, func(t *testing.T) { tasksE2E(t, tc.mode, tc.transport) })
 	}
 }
 
-func tasksE2E(t *testing.T, mode string) {
-	cfg, record, stateDir := tasksConfig(t, mode)
+func tasksE2E(t *testing.T, mode, transport string) {
+	cfg, record, stateDir := tasksConfig(t, mode, transport)
 	srv := startHTTP(t, "--config", cfg)
 	alice := taskClient{url: srv.url, token: hsToken(t, "alice", nil), declare: true}
 	bob := taskClient{url: srv.url, token: hsToken(t, "bob", nil), declare: true}

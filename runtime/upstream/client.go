@@ -249,9 +249,10 @@ func New(spec Spec, opts Options) *Client {
 		// idle connections per host, a busy gateway opens and closes a TCP
 		// connection for most calls.
 		c.httpTr.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
+		c.taskKey = newTaskKey()
 		c.httpCli = &http.Client{Transport: &headerTransport{
 			base: c.httpTr, origin: originOf(u), headers: spec.Headers.Clone(), deleteTimeout: c.grace,
-			name: spec.Name, bearer: spec.Bearer, count: c.countReceived,
+			name: spec.Name, bearer: spec.Bearer, count: c.countReceived, taskKey: c.taskKey,
 		}}
 	}
 	co := &mcp.ClientOptions{
@@ -279,7 +280,9 @@ func New(spec Spec, opts Options) *Client {
 	}
 	c.mc = mcp.NewClient(&mcp.Implementation{Name: "quiver", Version: "0"}, co)
 	c.mc.AddReceivingMiddleware(c.countHandled)
-	c.taskKey = newTaskKey()
+	if c.taskKey == "" {
+		c.taskKey = newTaskKey()
+	}
 	if err := addTaskMethods(c.mc); err != nil {
 		// Only a name that shadows a standard method fails, which
 		// these do not.
@@ -565,7 +568,8 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	bt := &boundTransport{inner: tr, ctx: sctx, cancel: scancel}
 	if s.cmd != nil {
 		// Only a stdio connection can be wrapped: the go-sdk's HTTP
-		// connections have unexported methods a wrapper would hide.
+		// connections have unexported methods a wrapper would hide
+		// (headerTransport rewrites their answers instead).
 		bt.taskKey = c.taskKey
 		// Over HTTP the event streams are counted by headerTransport.
 		bt.received = &s.received

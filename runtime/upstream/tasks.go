@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -8,6 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -87,11 +92,11 @@ func newTaskKey() string {
 }
 
 // OffersTasks reports whether the upstream declared the tasks extension
-// and quiver can relay its tasks: over stdio only, where the connection
-// can be wrapped (see taskConn); to an HTTP upstream quiver does not offer
-// the extension, and its calls stay synchronous.
+// and quiver can relay its tasks: over stdio and streamable HTTP, not
+// over the legacy SSE transport (whose answers come on a stream shared by
+// every call), where calls stay synchronous.
 func (c *Client) OffersTasks() bool {
-	if c.spec.URL != "" || c.spec.SSE != "" {
+	if c.spec.SSE != "" {
 		return false
 	}
 	res := c.InitializeResult()
@@ -202,7 +207,8 @@ func (c *Client) CancelTask(ctx context.Context, id string, caps any) error {
 	return err
 }
 
-// taskConn rewrites an answer with resultType "task" (see above).
+// taskConn rewrites an answer with resultType "task" (see above) read from
+// a stdio connection.
 type taskConn struct {
 	mcp.Connection
 	key string
@@ -211,15 +217,144 @@ type taskConn struct {
 // Read implements mcp.Connection.
 func (c *taskConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
-	if r, ok := msg.(*jsonrpc.Response); ok && err == nil && r.Error == nil && bytes.Contains(r.Result, []byte(`"task"`)) {
-		var head struct {
-			ResultType string `json:"resultType"`
-		}
-		if json.Unmarshal(r.Result, &head) == nil && head.ResultType == "task" {
-			if b, merr := json.Marshal(map[string]any{"content": []any{}, "_meta": map[string]json.RawMessage{c.key: r.Result}}); merr == nil {
-				r.Result = b
-			}
+	if r, ok := msg.(*jsonrpc.Response); ok && err == nil && r.Error == nil {
+		if b, ok := taskAnswer(r.Result, c.key); ok {
+			r.Result = b
 		}
 	}
 	return msg, err
+}
+
+// taskAnswer returns result rewritten under key when it is a task answer.
+func taskAnswer(result json.RawMessage, key string) (json.RawMessage, bool) {
+	if !bytes.Contains(result, []byte(`"task"`)) {
+		return nil, false
+	}
+	var head struct {
+		ResultType string `json:"resultType"`
+	}
+	if json.Unmarshal(result, &head) != nil || head.ResultType != "task" {
+		return nil, false
+	}
+	b, err := json.Marshal(map[string]any{"content": []any{}, "_meta": map[string]json.RawMessage{key: result}})
+	return b, err == nil
+}
+
+// taskMessage rewrites a JSON-RPC response message whose result is a
+// task answer, and reports whether it did.
+func taskMessage(b []byte, key string) ([]byte, bool) {
+	if !bytes.Contains(b, []byte(`"task"`)) {
+		return b, false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return b, false
+	}
+	res, ok := taskAnswer(m["result"], key)
+	if !ok {
+		return b, false
+	}
+	m["result"] = res
+	out, err := json.Marshal(m)
+	if err != nil {
+		return b, false
+	}
+	return out, true
+}
+
+// Over streamable HTTP the go-sdk's connection cannot be wrapped (it has
+// unexported methods); the answer to a tools/call POST is rewritten in its
+// HTTP response instead, a JSON body whole, an event stream line by line.
+
+// taskBody returns resp's body rewriting task answers under key.
+func taskBody(resp *http.Response, key string) io.ReadCloser {
+	ct := resp.Header.Get("Content-Type")
+	switch {
+	case strings.HasPrefix(ct, "application/json"):
+		return &jsonTaskBody{ReadCloser: resp.Body, key: key}
+	case strings.HasPrefix(ct, "text/event-stream"):
+		return &sseTaskBody{ReadCloser: resp.Body, r: bufio.NewReader(resp.Body), key: key}
+	}
+	return resp.Body
+}
+
+// jsonTaskBody is a JSON response body, read whole on first use (as the
+// go-sdk reads it).
+type jsonTaskBody struct {
+	io.ReadCloser
+	key  string
+	body *bytes.Reader
+}
+
+// Read implements io.Reader.
+func (b *jsonTaskBody) Read(p []byte) (int, error) {
+	if b.body == nil {
+		all, err := io.ReadAll(b.ReadCloser)
+		if err != nil {
+			return 0, err
+		}
+		out, _ := taskMessage(all, b.key)
+		b.body = bytes.NewReader(out)
+	}
+	return b.body.Read(p)
+}
+
+// sseTaskBody is an event stream whose data lines are rewritten.
+type sseTaskBody struct {
+	io.ReadCloser
+	r       *bufio.Reader
+	key     string
+	pending []byte
+	err     error
+}
+
+// Read implements io.Reader.
+func (b *sseTaskBody) Read(p []byte) (int, error) {
+	for len(b.pending) == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		line, err := b.r.ReadBytes('\n')
+		b.err = err
+		if data, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			trimmed := bytes.TrimRight(data, "\r\n")
+			if out, changed := taskMessage(bytes.TrimPrefix(trimmed, []byte(" ")), b.key); changed {
+				line = slices.Concat([]byte("data: "), out, data[len(trimmed):])
+			}
+		}
+		b.pending = line
+	}
+	n := copy(p, b.pending)
+	b.pending = b.pending[n:]
+	return n, nil
+}
+
+// maxTaskBody bounds the body taskName reads.
+const maxTaskBody = 64 << 10
+
+// taskName returns the Mcp-Name header of a tasks/* request over
+// streamable HTTP: its taskId, as the extension requires ("" for any other
+// request, or one without a readable taskId).
+func taskName(req *http.Request) string {
+	if !strings.HasPrefix(req.Header.Get("Mcp-Method"), "tasks/") || req.Header.Get("Mcp-Name") != "" || req.GetBody == nil {
+		return ""
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return ""
+	}
+	defer body.Close()
+	b, err := io.ReadAll(io.LimitReader(body, maxTaskBody))
+	if err != nil {
+		return ""
+	}
+	var m struct {
+		Params struct {
+			TaskID string `json:"taskId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(b, &m) != nil {
+		return ""
+	}
+	return m.Params.TaskID
 }
