@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -94,6 +97,55 @@ func FuzzParseTask(f *testing.F) {
 		conn := &taskConn{Connection: fixedConn{msg: &jsonrpc.Response{Result: b}}, key: "k"}
 		if _, err := conn.Read(context.Background()); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+func TestTaskBody(t *testing.T) {
+	const key = "k"
+	task := `{"jsonrpc":"2.0","id":3,"result":{"resultType":"task","taskId":"t1","status":"working","createdAt":"a","lastUpdatedAt":"b","ttlMs":null}}`
+	plain := `{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"\"task\""}]}}`
+	for _, tc := range []struct {
+		name, ct, body string
+		tasks          int
+	}{
+		{"json task", "application/json", task, 1},
+		{"json result", "application/json", plain, 0},
+		{"sse", "text/event-stream", "event: message\nid: 1\ndata: " + plain + "\n\nevent: message\ndata: " + task + "\r\n\r\n", 1},
+		{"sse without final newline", "text/event-stream", "data: " + task, 1},
+		{"other", "text/plain", task, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := &http.Response{Header: http.Header{"Content-Type": {tc.ct}}, Body: io.NopCloser(strings.NewReader(tc.body))}
+			b, err := io.ReadAll(taskBody(resp, key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Count(string(b), `"_meta":{"k":{"resultType":"task"`)
+			if got != tc.tasks {
+				t.Fatalf("%d tasks handed over, want %d: %s", got, tc.tasks, b)
+			}
+			if tc.tasks == 0 && string(b) != tc.body {
+				t.Fatalf("body changed: %s", b)
+			}
+			if tc.ct == "text/event-stream" && strings.Count(string(b), "\n") != strings.Count(tc.body, "\n") {
+				t.Fatalf("lines changed: %q", b)
+			}
+		})
+	}
+}
+
+func FuzzTaskBody(f *testing.F) {
+	f.Add("data: {\"result\":{\"resultType\":\"task\"}}\n\n")
+	f.Add("data:{\"result\":{\"resultType\":\"task\",\"taskId\":\"x\"}}\r\n")
+	f.Fuzz(func(t *testing.T, body string) {
+		resp := &http.Response{Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(strings.NewReader(body))}
+		b, err := io.ReadAll(taskBody(resp, "k"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(body, `"task"`) && string(b) != body {
+			t.Fatalf("body without a task changed: %q -> %q", body, b)
 		}
 	})
 }
