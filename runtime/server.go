@@ -28,7 +28,8 @@ func (r *Runtime) newServer() *mcp.Server {
 			Logging:     &mcp.LoggingCapabilities{},
 			Completions: &mcp.CompletionCapabilities{},
 			// quiver relays the tasks of upstreams that offer them to
-			// the clients that declare the extension (tasks.go).
+			// the clients that declare the extension (tasks.go, whose
+			// taskCapability withholds it while no upstream does).
 			Extensions: map[string]any{protocol.TasksExtension: map[string]any{}},
 		},
 		CompletionHandler: r.handleComplete,
@@ -47,7 +48,7 @@ func (r *Runtime) newServer() *mcp.Server {
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "quiver", Title: "quiver MCP gateway", Version: r.deps.Version}, so)
 	s.AddReceivingMiddleware(r.rec.receive, protocol.DeclaredOnly(func() *mcp.ServerCapabilities { return so.Capabilities }),
-		r.awaitCatalog, r.listFilter, r.passthrough)
+		r.awaitCatalog, r.listFilter, r.passthrough, r.taskCapability)
 	s.AddSendingMiddleware(elicitSchema)
 	for _, t := range r.metaTools() {
 		switch t.Name {

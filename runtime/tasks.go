@@ -346,3 +346,53 @@ func (r *Runtime) registerTaskMethods(s *mcp.Server) error {
 	}
 	return nil
 }
+
+// taskCapability is receiving middleware that keeps the extension out of
+// the capabilities quiver declares while it cannot honour it: in every
+// initialize result (a session's client is older than the extension) and
+// in server/discover while no upstream offers tasks (then no call of
+// quiver's can become a task, and a client should not plan on one).
+func (r *Runtime) taskCapability(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		var caps *mcp.ServerCapabilities
+		switch v := res.(type) {
+		case *mcp.InitializeResult:
+			caps = v.Capabilities
+		case *mcp.DiscoverResult:
+			if r.offersTasks() {
+				return res, err
+			}
+			caps = v.Capabilities
+		}
+		if caps != nil && caps.Extensions != nil {
+			// The result's capabilities are the go-sdk's copy; its
+			// maps may still be shared, so the map is replaced.
+			ext := make(map[string]any, len(caps.Extensions))
+			for k, v := range caps.Extensions {
+				if k != protocol.TasksExtension {
+					ext[k] = v
+				}
+			}
+			caps.Extensions = ext
+			if len(ext) == 0 {
+				caps.Extensions = nil
+			}
+		}
+		return res, err
+	}
+}
+
+// offersTasks reports whether any upstream offers tasks now.
+func (r *Runtime) offersTasks() bool {
+	st := r.state.Load()
+	if st == nil {
+		return false
+	}
+	for _, ent := range st.owner {
+		if tr, ok := ent.conn.(taskRelay); ok && tr.offersTasks() {
+			return true
+		}
+	}
+	return false
+}

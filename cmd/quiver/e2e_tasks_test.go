@@ -210,11 +210,8 @@ func tasksE2E(t *testing.T, mode, transport string) {
 		}
 	}()
 
-	// The listener declares the extension.
-	disc, derr := alice.call(t, "server/discover", "", map[string]any{})
-	if derr != nil || !strings.Contains(fmt.Sprint(disc["capabilities"]), "io.modelcontextprotocol/tasks") {
-		t.Fatalf("server/discover = %v, %v", disc, derr)
-	}
+	// The listener declares the extension once the upstream offers it.
+	waitTasksDeclared(t, alice)
 	if mode == "direct" {
 		for i := 0; ; i++ {
 			tools, _ := alice.call(t, "tools/list", "", map[string]any{})
@@ -363,4 +360,42 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestE2ETasksNotDeclared: quiver declares the tasks extension only while
+// an upstream offers tasks, and never to a session (2025-11-25 and older).
+func TestE2ETasksNotDeclared(t *testing.T) {
+	t.Parallel()
+	srv := startHTTP(t, "--config", mrtrConfig(t, "direct"))
+	c := taskClient{url: srv.url, declare: true}
+	disc, e := c.call(t, "server/discover", "", map[string]any{})
+	if e != nil || disc["capabilities"] == nil || strings.Contains(fmt.Sprint(disc["capabilities"]), "io.modelcontextprotocol/tasks") {
+		t.Fatalf("server/discover without a tasks upstream = %v, %v", disc, e)
+	}
+
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "quiver.yaml")
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("mode: direct\nenvironment: dev\nstate_dir: %s\nupstreams:\n  - name: up\n    command: [%q, \"-tasks\"]\n",
+		filepath.Join(dir, "state"), upstreamBin)), 0o644))
+	srv = startHTTP(t, "--config", cfg)
+	waitTasksDeclared(t, taskClient{url: srv.url, declare: true})
+	cs := srv.sessionAt(t, legacySession())
+	if caps := cs.InitializeResult().Capabilities; caps == nil || caps.Tools == nil || caps.Extensions != nil {
+		t.Fatalf("a 2025-11-25 session's capabilities = %+v", caps)
+	}
+}
+
+// waitTasksDeclared waits until server/discover declares the extension.
+func waitTasksDeclared(t *testing.T, c taskClient) {
+	t.Helper()
+	for i := 0; ; i++ {
+		disc, e := c.call(t, "server/discover", "", map[string]any{})
+		if e == nil && strings.Contains(fmt.Sprint(disc["capabilities"]), "io.modelcontextprotocol/tasks") {
+			return
+		}
+		if i == 200 {
+			t.Fatalf("server/discover with a tasks upstream = %v, %v", disc, e)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
