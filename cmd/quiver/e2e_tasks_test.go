@@ -334,6 +334,10 @@ func tasksE2E(t *testing.T, mode, transport string) {
 			}
 		}
 	}
+	// The extension's routing header must name the task.
+	if _, e := alice.call(t, "tasks/get", "qt1.another", map[string]any{"taskId": id}); e == nil || e.Code != -32020 {
+		t.Errorf("tasks/get with another Mcp-Name = %+v, want -32020", e)
+	}
 	if after := taskEvents(t, record); after != before {
 		t.Errorf("%d refused task requests reached the upstream", after-before)
 	}
