@@ -416,7 +416,7 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 			return nil, finish(e, !noEffect(err))
 		}
 		if cl := callerOf(ctx); cl != nil && cl.task != nil {
-			return r.startTask(ctx, ss, st, it, direct)
+			return r.startTask(ctx, it, direct)
 		}
 		if res.NeedsInput() {
 			// The call is not over: the client answers the input

@@ -134,7 +134,7 @@ type taskAnswer = upstream.TaskResult
 
 // startTask answers the call in ctx, which the upstream answered with a
 // task, with that task under quiver's id.
-func (r *Runtime) startTask(ctx context.Context, ss *mcp.ServerSession, st *state, it *catalog.Item, direct bool) (*mcp.CallToolResult, *Error) {
+func (r *Runtime) startTask(ctx context.Context, it *catalog.Item, direct bool) (*mcp.CallToolResult, *Error) {
 	c := callerOf(ctx)
 	t := c.task
 	ttl := time.Duration(0)
@@ -145,11 +145,13 @@ func (r *Runtime) startTask(ctx context.Context, ss *mcp.ServerSession, st *stat
 	if err != nil {
 		return nil, newError(CodeInternal, "the task could not be relayed").withCause(err)
 	}
-	ref := protocol.TaskRef{Upstream: it.Server, TaskID: t.TaskID, ToolID: it.ID, Direct: direct}
-	out, e := r.relayTask(ctx, ss, st, it, ref, t, nil)
-	if e != nil {
-		return nil, e
-	}
+	// A CreateTaskResult is the Task alone: what a status brings (a
+	// result, an error, input requests) comes with tasks/get, decided
+	// and shaped there.
+	base := *t
+	base.InputRequests, base.Result, base.Error = nil, nil, nil
+	base.StatusMessage = sanitize(base.StatusMessage)
+	out := &taskAnswer{Task: &base}
 	out.TaskID, out.ResultType = id, "task"
 	c.answer = out
 	r.log.Info("task relayed", "tool_id", it.ID, "server", it.Server, "status", t.Status)
@@ -267,8 +269,18 @@ func (r *Runtime) openTask(ctx context.Context, id string) (protocol.TaskRef, ta
 	return ref, up, it, st, nil
 }
 
+// taskRequest is the params of a client's tasks/get, tasks/update and
+// tasks/cancel. Its input responses are read only for the input requests
+// the upstream has outstanding: the spec lets a server ignore the others,
+// whatever their shape.
+type taskRequest struct {
+	mcp.ParamsBase
+	TaskID         string                     `json:"taskId"`
+	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
+}
+
 // handleTaskGet serves tasks/get.
-func (r *Runtime) handleTaskGet(ctx context.Context, ss *mcp.ServerSession, p *upstream.TaskParams) (*taskAnswer, error) {
+func (r *Runtime) handleTaskGet(ctx context.Context, ss *mcp.ServerSession, p *taskRequest) (*taskAnswer, error) {
 	ref, up, it, st, e := r.openTask(ctx, p.TaskID)
 	if e != nil {
 		return nil, e
@@ -292,7 +304,7 @@ func (r *Runtime) handleTaskGet(ctx context.Context, ss *mcp.ServerSession, p *u
 // handleTaskUpdate serves tasks/update: each answer must be to an input
 // request the upstream has outstanding, and is decided again (the policy
 // or the incident switch may have changed since it was relayed).
-func (r *Runtime) handleTaskUpdate(ctx context.Context, _ *mcp.ServerSession, p *upstream.TaskParams) (*taskAnswer, error) {
+func (r *Runtime) handleTaskUpdate(ctx context.Context, _ *mcp.ServerSession, p *taskRequest) (*taskAnswer, error) {
 	ref, up, _, _, e := r.openTask(ctx, p.TaskID)
 	if e != nil {
 		return nil, e
@@ -303,17 +315,21 @@ func (r *Runtime) handleTaskUpdate(ctx context.Context, _ *mcp.ServerSession, p 
 		return nil, classify(err)
 	}
 	answers := make(mcp.InputResponseMap, len(p.InputResponses))
-	for id, a := range p.InputResponses {
+	for id, raw := range p.InputResponses {
 		ir, ok := t.InputRequests[id]
 		if !ok || t.Status != upstream.TaskInputRequired {
 			// The spec lets a server ignore an answer to an unknown or
 			// satisfied request; quiver does not pass it on.
 			continue
 		}
+		one := mcp.InputResponseMap{}
+		if b, err := json.Marshal(map[string]json.RawMessage{id: raw}); err != nil || json.Unmarshal(b, &one) != nil {
+			return nil, newError(CodeInvalidParams, "inputResponses[%q] is not an elicitation, sampling or roots response", id).withPath("inputResponses")
+		}
 		if err := r.decideInput(c, ref.Upstream, ref.ToolID, ir); err != nil {
 			return nil, err
 		}
-		answers[id] = a
+		answers[id] = one[id]
 	}
 	if len(answers) > 0 {
 		if err := up.updateTask(ctx, ref.TaskID, c.capsMeta, answers); err != nil {
@@ -324,7 +340,7 @@ func (r *Runtime) handleTaskUpdate(ctx context.Context, _ *mcp.ServerSession, p 
 }
 
 // handleTaskCancel serves tasks/cancel.
-func (r *Runtime) handleTaskCancel(ctx context.Context, _ *mcp.ServerSession, p *upstream.TaskParams) (*taskAnswer, error) {
+func (r *Runtime) handleTaskCancel(ctx context.Context, _ *mcp.ServerSession, p *taskRequest) (*taskAnswer, error) {
 	ref, up, _, _, e := r.openTask(ctx, p.TaskID)
 	if e != nil {
 		return nil, e
@@ -337,7 +353,7 @@ func (r *Runtime) handleTaskCancel(ctx context.Context, _ *mcp.ServerSession, p 
 
 // registerTaskMethods serves the extension's methods on s.
 func (r *Runtime) registerTaskMethods(s *mcp.Server) error {
-	for m, h := range map[string]func(context.Context, *mcp.ServerSession, *upstream.TaskParams) (*taskAnswer, error){
+	for m, h := range map[string]func(context.Context, *mcp.ServerSession, *taskRequest) (*taskAnswer, error){
 		"tasks/get": r.handleTaskGet, "tasks/update": r.handleTaskUpdate, "tasks/cancel": r.handleTaskCancel,
 	} {
 		if err := mcp.AddReceivingCustomMethod(s, m, h); err != nil {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// taskMethods are the methods of the extension that name a task.
+var taskMethods = map[string]bool{"tasks/get": true, "tasks/update": true, "tasks/cancel": true}
 
 // TaskHeaders is HTTP middleware for sessionless requests: the tasks
 // extension requires tasks/get, tasks/update and tasks/cancel to carry
@@ -26,7 +28,7 @@ func TaskHeaders(limit int64, next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		method := req.Header.Get("Mcp-Method")
-		if req.Method != http.MethodPost || !strings.HasPrefix(method, "tasks/") || req.Body == nil {
+		if req.Method != http.MethodPost || !taskMethods[method] || req.Body == nil {
 			next.ServeHTTP(w, req)
 			return
 		}

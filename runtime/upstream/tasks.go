@@ -125,8 +125,13 @@ func (c *Client) TaskOf(res *mcp.CallToolResult) (*Task, bool, error) {
 	if err != nil {
 		return nil, true, fmt.Errorf("%w: %w", ErrTaskMalformed, err)
 	}
-	t, err := parseTask(b)
-	return t, true, err
+	var t Task
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, true, fmt.Errorf("%w: %w", ErrTaskMalformed, err)
+	}
+	// A CreateTaskResult is a Task: the fields of a status (result,
+	// error, input requests) come with tasks/get only.
+	return &t, true, t.checkBase()
 }
 
 // parseTask reads a task and checks what the schema requires of it.
@@ -141,12 +146,26 @@ func parseTask(b []byte) (*Task, error) {
 	return &t, nil
 }
 
-func (t *Task) check() error {
+// checkBase checks what every Task carries.
+func (t *Task) checkBase() error {
 	switch {
 	case t.TaskID == "":
 		return fmt.Errorf("%w: no taskId", ErrTaskMalformed)
 	case t.CreatedAt == "" || t.LastUpdatedAt == "":
 		return fmt.Errorf("%w: no createdAt or lastUpdatedAt", ErrTaskMalformed)
+	}
+	switch t.Status {
+	case TaskWorking, TaskCancelled, TaskInputRequired, TaskCompleted, TaskFailed:
+		return nil
+	}
+	return fmt.Errorf("%w: status %q", ErrTaskMalformed, t.Status)
+}
+
+// check checks a DetailedTask (a tasks/get result): its status's fields
+// too.
+func (t *Task) check() error {
+	if err := t.checkBase(); err != nil {
+		return err
 	}
 	switch t.Status {
 	case TaskWorking, TaskCancelled:
