@@ -154,7 +154,7 @@ func (r *Runtime) startTask(ctx context.Context, it *catalog.Item, direct bool) 
 	out := &taskAnswer{Task: &base}
 	out.TaskID, out.ResultType = id, "task"
 	c.answer = out
-	r.log.Info("task relayed", "tool_id", it.ID, "server", it.Server, "status", t.Status)
+	r.log.Debug("task relayed", "tool_id", it.ID, "server", it.Server, "status", t.Status)
 	return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
 }
 
@@ -178,7 +178,9 @@ func (r *Runtime) relayTask(ctx context.Context, ss *mcp.ServerSession, st *stat
 					}
 				}
 				var e *Error
-				errors.As(err, &e)
+				if !errors.As(err, &e) {
+					e = newError(CodeInternal, "the input request could not be decided")
+				}
 				out.Status, out.StatusMessage = upstream.TaskFailed, "input request "+id+" refused"
 				out.Error = &jsonrpc.Error{Code: rpcCode(e), Message: e.Code + ": " + e.Message}
 				return &taskAnswer{Task: &out}, nil

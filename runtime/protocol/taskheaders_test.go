@@ -49,3 +49,22 @@ func TestTaskHeaders(t *testing.T) {
 		})
 	}
 }
+
+func FuzzTaskHeaders(f *testing.F) {
+	f.Add("tasks/get", "qt1.x", `{"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId":"qt1.x"}}`)
+	f.Add("tasks/update", "", `{"jsonrpc":"2.0","id":"a","method":"tasks/update","params":{"taskId":""}}`)
+	f.Add("tasks/cancel", "x", `[{"method":"tasks/cancel"}]`)
+	h := TaskHeaders(1<<12, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}))
+	f.Fuzz(func(t *testing.T, method, name, body string) {
+		req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+		req.Header["Mcp-Method"] = []string{method}
+		req.Header["Mcp-Name"] = []string{name}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK && w.Code != http.StatusBadRequest {
+			t.Fatalf("status %d", w.Code)
+		}
+	})
+}
