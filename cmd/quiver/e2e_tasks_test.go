@@ -155,6 +155,19 @@ func (c taskClient) tool(t *testing.T, mode, tool string, args map[string]any) (
 	if mode == "direct" {
 		return c.call(t, "tools/call", "up__"+tool, map[string]any{"name": "up__" + tool, "arguments": args})
 	}
+	if mode == "proxy" {
+		// Proxy entries are named <namespace>.<name>.<10 hex>, and
+		// tool_execute takes that name for the tool_id.
+		list, e := c.call(t, "tools/list", "", map[string]any{})
+		if e != nil {
+			t.Fatalf("tools/list: %v", e)
+		}
+		name := regexp.MustCompile(`up\.` + tool + `\.[0-9a-f]{10}`).FindString(fmt.Sprint(list["tools"]))
+		if name == "" {
+			t.Fatalf("no proxy entry for up:%s in %v", tool, list)
+		}
+		return c.call(t, "tools/call", "tool_execute", map[string]any{"name": "tool_execute", "arguments": map[string]any{"tool_id": name, "args": args}})
+	}
 	browse, e := c.call(t, "tools/call", "tool_browse", map[string]any{"name": "tool_browse", "arguments": map[string]any{"query": tool, "top_k": 50}})
 	if e != nil {
 		t.Fatalf("tool_browse: %v", e)
@@ -181,7 +194,7 @@ func taskEvents(t *testing.T, record string) int {
 	return strings.Count(string(b), `"event":"task"`)
 }
 
-// TestE2ETasks: in direct and gateway modes, with a stdio upstream and a
+// TestE2ETasks: in direct, gateway and proxy modes, with a stdio upstream and a
 // streamable HTTP one, a 2026-07-28 client that
 // declares the tasks extension gets the upstream's task under quiver's
 // id, polls it to completion and gets the result through the firewall (a
@@ -193,7 +206,7 @@ func taskEvents(t *testing.T, record string) int {
 // synchronous result.
 func TestE2ETasks(t *testing.T) {
 	t.Setenv("QUIVER_E2E_JWT_SECRET", safetySecret)
-	for _, tc := range []struct{ mode, transport string }{{"direct", "stdio"}, {"gateway", "stdio"}, {"direct", "http"}} {
+	for _, tc := range []struct{ mode, transport string }{{"direct", "stdio"}, {"gateway", "stdio"}, {"proxy", "stdio"}, {"direct", "http"}} {
 		t.Run(tc.mode+"/"+tc.transport, func(t *testing.T) { tasksE2E(t, tc.mode, tc.transport) })
 	}
 }
