@@ -28,6 +28,10 @@ import (
 // path of a synchronous one (settle: output validation and policy, the
 // firewall, direct shaping) each time it is read.
 
+// ReasonTaskForeign: a tasks/* request named a task id issued to another
+// principal (refused as an unknown one, TASK_INVALID).
+const ReasonTaskForeign = "TASK_FOREIGN"
+
 // taskRelay is what an upstream conn that relays tasks offers (liveConn).
 type taskRelay interface {
 	// offersTasks reports whether the upstream declared the extension.
@@ -250,7 +254,7 @@ func (r *Runtime) openTask(ctx context.Context, id string) (protocol.TaskRef, ta
 		if errors.Is(err, protocol.ErrTaskForeign) {
 			// Told apart in the receipt only: to the caller, another's
 			// task does not exist.
-			c.reasons = append(c.reasons, "TASK_FOREIGN")
+			c.reasons = append(c.reasons, ReasonTaskForeign)
 		}
 		return protocol.TaskRef{}, nil, nil, nil, newError(CodeTaskInvalid, "%s", msg).withPath("taskId")
 	}
