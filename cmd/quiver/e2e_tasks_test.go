@@ -416,3 +416,127 @@ func waitTasksDeclared(t *testing.T, c taskClient) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// stdioTasks speaks MCP 2026-07-28 to `quiver serve` over stdio as JSON
+// lines (no initialize: each request carries its revision).
+type stdioTasks struct {
+	in    io.Writer
+	lines chan []byte
+	id    int
+}
+
+func startStdioTasks(t *testing.T, cfg string) *stdioTasks {
+	t.Helper()
+	cmd := exec.Command(quiverBin, "serve", "--config", cfg)
+	in, err := cmd.StdinPipe()
+	must(t, err)
+	out, err := cmd.StdoutPipe()
+	must(t, err)
+	cmd.Stderr = testWriter{t}
+	must(t, cmd.Start())
+	s := &stdioTasks{in: in, lines: make(chan []byte, 16)}
+	done := make(chan struct{})
+	go func() {
+		defer close(s.lines)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			select {
+			case s.lines <- append([]byte(nil), sc.Bytes()...):
+			case <-done:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(done)
+		in.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return s
+}
+
+func (s *stdioTasks) call(t *testing.T, method string, params map[string]any, declare bool) (map[string]any, *rpcError) {
+	t.Helper()
+	caps := map[string]any{}
+	if declare {
+		caps["extensions"] = map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}
+	}
+	params["_meta"] = map[string]any{mcp.MetaKeyProtocolVersion: "2026-07-28", mcp.MetaKeyClientCapabilities: caps,
+		mcp.MetaKeyClientInfo: map[string]any{"name": "tasks-e2e", "version": "1"}}
+	s.id++
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": s.id, "method": method, "params": params})
+	must(t, err)
+	_, err = s.in.Write(append(b, '\n'))
+	must(t, err)
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case line, ok := <-s.lines:
+			if !ok {
+				t.Fatalf("%s: quiver closed its output", method)
+			}
+			var msg struct {
+				ID     *int           `json:"id"`
+				Result map[string]any `json:"result"`
+				Error  *rpcError      `json:"error"`
+			}
+			if json.Unmarshal(line, &msg) == nil && msg.ID != nil && *msg.ID == s.id {
+				return msg.Result, msg.Error
+			}
+		case <-timeout:
+			t.Fatalf("%s: no answer", method)
+		}
+	}
+}
+
+// TestE2ETasksStdioListener: the tasks relay on quiver's stdio listener,
+// for the local principal.
+func TestE2ETasksStdioListener(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	record := filepath.Join(dir, "calls.jsonl")
+	cfg := filepath.Join(dir, "quiver.yaml")
+	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("mode: direct\nenvironment: dev\nstate_dir: %s\nupstreams:\n  - name: up\n    command: [%q, \"-tasks\", \"-record\", %q]\n",
+		filepath.Join(dir, "state"), upstreamBin, record)), 0o644))
+	s := startStdioTasks(t, cfg)
+	for i := 0; ; i++ {
+		disc, _ := s.call(t, "server/discover", map[string]any{}, true)
+		if strings.Contains(fmt.Sprint(disc["capabilities"]), "io.modelcontextprotocol/tasks") {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("server/discover = %v", disc)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	created, e := s.call(t, "tools/call", map[string]any{"name": "up__report", "arguments": map[string]any{"size": 200000}}, true)
+	if e != nil || created["resultType"] != "task" {
+		t.Fatalf("tools/call = %v, %v", created, e)
+	}
+	id := created["taskId"].(string)
+	var got map[string]any
+	for range 5 {
+		if got, e = s.call(t, "tasks/get", map[string]any{"taskId": id}, true); e != nil || got["status"] == "completed" {
+			break
+		}
+	}
+	if res, _ := json.Marshal(got["result"]); e != nil || got["status"] != "completed" || len(res) > 50000 || !strings.Contains(string(res), "art_") {
+		t.Fatalf("tasks/get = %.500v, %v", got, e)
+	}
+	before := taskEvents(t, record)
+	if _, e := s.call(t, "tasks/get", map[string]any{"taskId": id[:len(id)-3] + "AAA"}, true); e == nil || e.Code != -32602 {
+		t.Errorf("a forged id: %+v, want -32602", e)
+	}
+	if _, e := s.call(t, "tasks/cancel", map[string]any{"taskId": id}, false); e == nil || e.Code != -32021 {
+		t.Errorf("undeclared: %+v, want -32021", e)
+	}
+	if after := taskEvents(t, record); after != before {
+		t.Errorf("%d refused task requests reached the upstream", after-before)
+	}
+	sync, e := s.call(t, "tools/call", map[string]any{"name": "up__report", "arguments": map[string]any{"size": 40}}, false)
+	if e != nil || sync["resultType"] != "complete" {
+		t.Fatalf("undeclared tools/call = %v, %v", sync, e)
+	}
+}
