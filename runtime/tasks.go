@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -102,9 +104,9 @@ func (c *caller) upstreamCaps() any {
 // for this call: the caller declared it, the upstream declared it, and
 // nothing of the call waits for its result (an idempotency record, the
 // read-side document guards, the cache).
-func (r *Runtime) offerTasks(ctx context.Context, c conn, held bool) bool {
+func (r *Runtime) offerTasks(ctx context.Context, c conn, waits bool) bool {
 	cl := callerOf(ctx)
-	if held || r.mrtr == nil || r.mrtr.seal == nil || !cl.declaresTasks() {
+	if waits || r.mrtr == nil || r.mrtr.seal == nil || !cl.declaresTasks() {
 		return false
 	}
 	tr, ok := c.(taskRelay)
@@ -164,18 +166,21 @@ func (r *Runtime) startTask(ctx context.Context, it *catalog.Item, direct bool) 
 
 // relayTask is the client's view of upstream task t: the input requests
 // decided, the final result through the result path, a failure's error
-// as a JSON-RPC error object. cancel, when set, cancels the upstream task
-// whose input request the policy refused.
+// as a JSON-RPC error object. cancel cancels the upstream task when one of
+// its input requests is refused.
 func (r *Runtime) relayTask(ctx context.Context, ss *mcp.ServerSession, st *state, it *catalog.Item, ref protocol.TaskRef, t *upstream.Task, cancel func() error) (*taskAnswer, *Error) {
 	out := *t
 	out.InputRequests, out.Result, out.Error = nil, nil, nil
 	switch t.Status {
 	case upstream.TaskInputRequired:
 		c := callerOf(ctx)
-		for id, ir := range t.InputRequests {
-			if err := r.decideInput(c, ref.Upstream, ref.ToolID, ir); err != nil {
-				// The task cannot go on without the answer the
-				// policy withholds: it fails, at the upstream too.
+		ids := slices.Sorted(maps.Keys(t.InputRequests))
+		for _, id := range ids {
+			if err := r.decideInput(c, ref.Upstream, ref.ToolID, t.InputRequests[id]); err != nil {
+				// The task cannot go on without the answer quiver
+				// withholds: it is cancelled upstream, and the client
+				// sees it cancelled (as every later tasks/get will
+				// say), with the refusal as its status message.
 				if cancel != nil {
 					if cerr := cancel(); cerr != nil {
 						r.log.Warn("cancelling a task whose input request was refused failed", "server", ref.Upstream, "err", cerr)
@@ -185,8 +190,7 @@ func (r *Runtime) relayTask(ctx context.Context, ss *mcp.ServerSession, st *stat
 				if !errors.As(err, &e) {
 					e = newError(CodeInternal, "the input request could not be decided")
 				}
-				out.Status, out.StatusMessage = upstream.TaskFailed, "input request "+id+" refused"
-				out.Error = &jsonrpc.Error{Code: rpcCode(e), Message: e.Code + ": " + e.Message}
+				out.Status, out.StatusMessage = upstream.TaskCancelled, sanitize(e.Code+": "+e.Message)
 				return &taskAnswer{Task: &out}, nil
 			}
 		}
@@ -221,15 +225,6 @@ func (r *Runtime) relayTask(ctx context.Context, ss *mcp.ServerSession, st *stat
 	}
 	out.StatusMessage = sanitize(out.StatusMessage)
 	return &taskAnswer{Task: &out}, nil
-}
-
-// rpcCode is the JSON-RPC code of a gateway error.
-func rpcCode(e *Error) int64 {
-	var je *jsonrpc.Error
-	if errors.As(rpcError(e), &je) {
-		return je.Code
-	}
-	return jsonrpc.CodeInternalError
 }
 
 // openTask opens the task id of a tasks/* request for its caller and
