@@ -112,6 +112,7 @@ func tasksConfig(t *testing.T, mode, transport string) (cfgPath, record, stateDi
 environment: dev
 state_dir: %s
 policy: {file: policy.yaml}
+admin: {token_env: QUIVER_E2E_ADMIN_TOKEN}
 auth:
   issuers:
     - name: ci
@@ -199,13 +200,15 @@ func taskEvents(t *testing.T, record string) int {
 // declares the tasks extension gets the upstream's task under quiver's
 // id, polls it to completion and gets the result through the firewall (a
 // large one becomes an artifact), answers an input_required task with
-// tasks/update, and cancels one; an input request the policy refuses fails
-// the task and cancels it upstream; another principal's task id, a forged
+// tasks/update, and cancels one; an input request the policy refuses
+// cancels the task, upstream too, and an answer an operator's kill rule
+// refuses does not reach the upstream; another principal's task id, a forged
 // one and an expired one are refused with nothing reaching the upstream,
 // and receipted; a client that does not declare the extension gets a
 // synchronous result.
 func TestE2ETasks(t *testing.T) {
 	t.Setenv("QUIVER_E2E_JWT_SECRET", safetySecret)
+	t.Setenv("QUIVER_E2E_ADMIN_TOKEN", safetyAdminToken)
 	for _, tc := range []struct{ mode, transport string }{{"direct", "stdio"}, {"gateway", "stdio"}, {"proxy", "stdio"}, {"direct", "http"}} {
 		t.Run(tc.mode+"/"+tc.transport, func(t *testing.T) { tasksE2E(t, tc.mode, tc.transport) })
 	}
@@ -368,6 +371,20 @@ func tasksE2E(t *testing.T, mode, transport string) {
 	if e != nil || sync["resultType"] != "complete" || !strings.Contains(fmt.Sprint(sync["content"]), "line 0 of") {
 		t.Fatalf("undeclared tools/call = %v, %v", sync, e)
 	}
+
+	// An operator's kill rule on the upstream, switched on while a task
+	// waits for input: the answer is refused and does not reach it.
+	killedID, _ := ask(alice)
+	adminAt(t, srv.base, http.MethodPost, "/admin/v1/kill", map[string]any{"id": "e2e-tasks", "server": []string{"up"}, "reason": "e2e tasks"})
+	updates := strings.Count(readFile(t, record), `"method":"tasks/update"`)
+	if _, e := alice.call(t, "tasks/update", killedID, map[string]any{"taskId": killedID,
+		"inputResponses": map[string]any{"q1": map[string]any{"action": "accept", "content": map[string]any{"answer": "x"}}}}); e == nil || !strings.Contains(e.Message, "RELAY_DENIED") {
+		t.Errorf("tasks/update under a kill rule = %+v, want RELAY_DENIED", e)
+	}
+	if n := strings.Count(readFile(t, record), `"method":"tasks/update"`); n != updates {
+		t.Errorf("a refused tasks/update reached the upstream")
+	}
+	adminAt(t, srv.base, http.MethodDelete, "/admin/v1/kill/e2e-tasks", nil)
 }
 
 func readFile(t *testing.T, path string) string {
