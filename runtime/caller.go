@@ -14,6 +14,7 @@ import (
 	"github.com/quiver-mcp/quiver/runtime/identity"
 	"github.com/quiver-mcp/quiver/runtime/protocol"
 	"github.com/quiver-mcp/quiver/runtime/receipts"
+	"github.com/quiver-mcp/quiver/runtime/upstream"
 )
 
 // caller is the principal of one request and the receipt being built for
@@ -54,6 +55,13 @@ type caller struct {
 	// logLevel is the log level a sessionless request's _meta asked for
 	// ("" for none: no log messages).
 	logLevel mcp.LoggingLevel
+	// offerTask is set when quiver offers the tasks extension to the
+	// upstream for this call (tasks.go); task is the upstream's task
+	// when it answered with one, and answer what the client gets
+	// instead of the tool result then.
+	offerTask bool
+	task      *upstream.Task
+	answer    mcp.Result
 	// resumed is what reqState opened to, once opened.
 	resumed *resumption
 	// anon is the owner key of an anonymous request without a session,

@@ -106,7 +106,7 @@ func (l liveConn) begin(ctx context.Context, uc *upstream.Client, it *catalog.It
 		if meta == nil {
 			meta = mcp.Meta{}
 		}
-		meta[mcp.MetaKeyClientCapabilities] = c.capsMeta
+		meta[mcp.MetaKeyClientCapabilities] = c.upstreamCaps()
 	}
 	// The client's log level travels with each call: an upstream at
 	// 2026-07-28 has no logging/setLevel and logs only at the level a
@@ -214,8 +214,12 @@ func (l liveConn) callTool(ctx context.Context, it *catalog.Item, args map[strin
 		func(ctx context.Context, answers mcp.InputResponseMap, upState string) (*mcp.CallToolResult, error) {
 			ctx, meta, done := l.begin(ctx, uc, it)
 			defer done()
-			return uc.CallToolParams(ctx, &mcp.CallToolParams{Name: it.UpstreamName, Arguments: args, Meta: meta,
+			res, err := uc.CallToolParams(ctx, &mcp.CallToolParams{Name: it.UpstreamName, Arguments: args, Meta: meta,
 				InputResponses: answers, RequestState: upState})
+			if err != nil {
+				return nil, err
+			}
+			return upstreamTask(ctx, uc, res)
 		})
 }
 

@@ -64,6 +64,7 @@ const (
 	CodeRelayAmbiguous          = codes.RelayAmbiguous
 	CodeRelaySessionless        = codes.RelaySessionless
 	CodeRequestStateInvalid     = codes.RequestStateInvalid
+	CodeTaskInvalid             = codes.TaskInvalid
 	CodeClientError             = codes.ClientError
 	CodeToolError               = codes.ToolError
 

@@ -386,6 +386,11 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 		if !ok {
 			return nil, finish(newError(CodeUpstreamUnavailable, "the upstream of %q is not connected", it.ID), false)
 		}
+		// The tasks extension is offered only where nothing of the call
+		// waits for its result (tasks.go).
+		if cl := callerOf(ctx); cl != nil {
+			cl.offerTask = r.offerTasks(ctx, c.conn, resv != nil || cacheKey != "" || adm.ReadsDocuments())
+		}
 		var err error
 		res, attempts, err = controls.Do(ctx, r.retry, func(ctx context.Context) (*mcp.CallToolResult, error) {
 			cctx, cancel := context.WithTimeout(ctx, r.cfg.Timing.CallTimeout)
@@ -409,6 +414,9 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 				e.withDetail("attempts", attempts)
 			}
 			return nil, finish(e, !noEffect(err))
+		}
+		if cl := callerOf(ctx); cl != nil && cl.task != nil {
+			return r.startTask(ctx, it, direct)
 		}
 		if res.NeedsInput() {
 			// The call is not over: the client answers the input
@@ -445,26 +453,12 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 			return nil, e
 		}
 	}
-	// Output validation and the output policy, before the firewall and
-	// anything stored (idempotency records, artifacts) sees the result.
-	res, gov, ge := r.governOutput(st, it, res)
-	if ge != nil {
-		complete(storedOutcome{Error: ge})
-		return nil, ge
+	sr, e := r.settle(ctx, ss, st, it, res, took, direct)
+	if e != nil {
+		complete(storedOutcome{Error: e})
+		return nil, e
 	}
-	recordGoverned(ctx, gov)
-	fres := toFirewall(res.Content, res.StructuredContent, res.IsError)
-	verbatim := direct && r.verbatim(it, res)
-	var env firewall.Envelope
-	if verbatim || r.firewallOffFor(it) {
-		env = bareEnvelope(it, fres, took)
-	} else {
-		var e *Error
-		if env, e = r.shape(ctx, ss, it, fres, took); e != nil {
-			complete(storedOutcome{Error: e})
-			return nil, e
-		}
-	}
+	res, env := sr.res, sr.env
 	env.Provenance.Attempts = attempts
 	env.Provenance.CacheHit = hit
 	env.Provenance.ArgRepairs = repairs
@@ -480,20 +474,66 @@ func (r *Runtime) dispatch(ctx context.Context, ss *mcp.ServerSession, st *state
 		r.log.Info("tool_execute write", "effect_id", env.Effect.EffectID, "tool_id", it.ID, "tool_class", env.Effect.ToolClass,
 			"batch_total_bytes", env.Effect.BatchTotalBytes, "document_hashes", hashes, "registry", env.Effect.RegistryVersion, "is_error", res.IsError)
 	}
-	var sc json.RawMessage
-	if direct && !verbatim {
-		sc = r.fittingStructured(it, res)
-	}
+	sr.env = env
+	sc := r.structuredOf(it, sr, direct)
 	complete(storedOutcome{Envelope: &env, IsError: res.IsError, Structured: sc})
+	return sr.answer(it, sc, direct), nil
+}
+
+// settled is an upstream result after the result path.
+type settled struct {
+	// res is the result after output validation and the output policy.
+	res *mcp.CallToolResult
+	// env is its envelope: inline, or what the firewall kept of it.
+	env firewall.Envelope
+	// verbatim is set when a direct call's result goes out as it is.
+	verbatim bool
+}
+
+// settle runs a complete upstream result of it through the result path
+// every result takes, a task's final one too: output validation and the
+// output policy, before the firewall and anything stored (idempotency
+// records, artifacts) sees the result; then the firewall, unless the
+// result goes out verbatim or the firewall is off for it.
+func (r *Runtime) settle(ctx context.Context, ss *mcp.ServerSession, st *state, it *catalog.Item, res *mcp.CallToolResult, took time.Duration, direct bool) (settled, *Error) {
+	res, gov, ge := r.governOutput(st, it, res)
+	if ge != nil {
+		return settled{}, ge
+	}
+	recordGoverned(ctx, gov)
+	fres := toFirewall(res.Content, res.StructuredContent, res.IsError)
+	out := settled{res: res, verbatim: direct && r.verbatim(it, res)}
+	if out.verbatim || r.firewallOffFor(it) {
+		out.env = bareEnvelope(it, fres, took)
+		return out, nil
+	}
+	var e *Error
+	if out.env, e = r.shape(ctx, ss, it, fres, took); e != nil {
+		return settled{}, e
+	}
+	return out, nil
+}
+
+// structuredOf is the structuredContent a direct result kept out of the
+// context carries (nil when none fits).
+func (r *Runtime) structuredOf(it *catalog.Item, s settled, direct bool) json.RawMessage {
+	if direct && !s.verbatim {
+		return r.fittingStructured(it, s.res)
+	}
+	return nil
+}
+
+// answer is the tool result the client gets.
+func (s settled) answer(it *catalog.Item, sc json.RawMessage, direct bool) *mcp.CallToolResult {
 	switch {
-	case verbatim:
-		return verbatimResult(res), nil
+	case s.verbatim:
+		return verbatimResult(s.res)
 	case direct:
-		return directResult(env, res.IsError, it, sc), nil
+		return directResult(s.env, s.res.IsError, it, sc)
 	}
 	// An upstream tool's own error is a tool error, not a gateway error:
 	// the envelope carries it with status "error".
-	return envelopeResult(env, res.IsError), nil
+	return envelopeResult(s.env, s.res.IsError)
 }
 
 // inputRequired is the input_required answer of a call for a sessionless

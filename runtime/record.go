@@ -59,6 +59,10 @@ func (rec *recorder) receive(next mcp.MethodHandler) mcp.MethodHandler {
 		c.progress = progressOf(req)
 		c.begin(method, argsOf(method, req), start)
 		res, err := next(withCaller(ctx, c), method, req)
+		if c.answer != nil && err == nil {
+			// The upstream answered with a task (tasks.go).
+			res = c.answer
+		}
 		res, err = rec.finish(c, method, res, err, start)
 		rec.countDenial(ctx, c)
 		return res, err

@@ -57,7 +57,10 @@ func (r *Runtime) Handler(path string) http.Handler {
 	// sessionless requests at 2026-07-28 (runtime/protocol routes them).
 	var mcpHandler http.Handler = protocol.NewRouter(r.server,
 		protocol.RouterOptions{DisableLocalhostProtection: len(r.cfg.Listen.AllowedHosts) > 0, SessionTimeout: time.Duration(r.cfg.Listen.SessionIdleTimeout),
-			Stateful: r.sessionRoom, Stateless: r.requestRoom})
+			Stateful: r.sessionRoom, Stateless: func(h http.Handler) http.Handler {
+				// The tasks extension's routing header (tasks.go).
+				return protocol.TaskHeaders(0, r.requestRoom(h))
+			}})
 	if r.verifier != nil {
 		// Every request is authenticated before MCP routing (spec 001
 		// MUST 2); the middleware also removes the Authorization header.

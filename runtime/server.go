@@ -28,6 +28,10 @@ func (r *Runtime) newServer() *mcp.Server {
 			//lint:ignore SA1019 deprecated in protocol 2026-07-28 only; quiver forwards logging for the protocols that have it.
 			Logging:     &mcp.LoggingCapabilities{},
 			Completions: &mcp.CompletionCapabilities{},
+			// quiver relays the tasks of upstreams that offer them to
+			// the clients that declare the extension (tasks.go, whose
+			// taskCapability withholds it while no upstream does).
+			Extensions: map[string]any{protocol.TasksExtension: map[string]any{}},
 		},
 		CompletionHandler: r.handleComplete,
 		// Every revision the go-sdk speaks, chosen per client: sessions
@@ -53,7 +57,7 @@ func (r *Runtime) newServer() *mcp.Server {
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "quiver", Title: "quiver MCP gateway", Version: r.deps.Version}, so)
 	s.AddReceivingMiddleware(r.rec.receive, protocol.DeclaredOnly(func() *mcp.ServerCapabilities { return so.Capabilities }),
-		r.awaitCatalog, r.listFilter, r.passthrough)
+		r.awaitCatalog, r.listFilter, r.passthrough, r.taskCapability)
 	s.AddSendingMiddleware(elicitSchema)
 	for _, t := range r.metaTools() {
 		switch t.Name {
@@ -66,6 +70,9 @@ func (r *Runtime) newServer() *mcp.Server {
 		case ToolView:
 			s.AddTool(t, r.handleView)
 		}
+	}
+	if err := r.registerTaskMethods(s); err != nil {
+		panic(err)
 	}
 	if err := r.registerCapabilityMethods(s); err != nil {
 		// Only a name that shadows a standard method fails, which these

@@ -90,6 +90,7 @@ const (
 	RelayAmbiguous          = "RELAY_AMBIGUOUS"
 	RelaySessionless        = "RELAY_SESSIONLESS"
 	RequestStateInvalid     = "REQUEST_STATE_INVALID"
+	TaskInvalid             = "TASK_INVALID"
 	ClientError             = "CLIENT_ERROR"
 	ToolError               = "TOOL_ERROR"
 )
@@ -281,6 +282,8 @@ var table = []Info{
 		Description: "to the upstream: it sent a request in the middle of a call for a client at 2026-07-28 outside a call quiver holds (such calls are held, and their requests go to the client as input_required results)"},
 	{Code: RequestStateInvalid, Origin: Quiver, Receipt: Deny, JSONRPC: invalidParams,
 		Description: "a retry's requestState is tampered, expired, already used, another caller's, for another request, or names a held call that ended or is held by another replica: a JSON-RPC error, for tools/call too; nothing reached the upstream"},
+	{Code: TaskInvalid, Origin: Quiver, Receipt: Deny, JSONRPC: invalidParams,
+		Description: "tasks/get, tasks/update or tasks/cancel named a task id quiver did not issue, altered, expired, or issued to another caller: nothing reached the upstream"},
 	{Code: ClientError, Origin: Client, Receipt: AllowError,
 		Description: "receipts only: a relayed request reached the client, which answered with an error or not at all"},
 	{Code: ToolError, Origin: Upstream, Receipt: AllowError,

@@ -156,6 +156,10 @@ type Client struct {
 	pending   map[string]bool // coalesced list-changed kinds
 
 	events chan struct{} // wakes the event dispatcher (cap 1)
+
+	// taskKey is the _meta key under which the connection hands over an
+	// answer with a task (see taskConn).
+	taskKey string
 }
 
 // session is one live MCP session.
@@ -245,9 +249,10 @@ func New(spec Spec, opts Options) *Client {
 		// idle connections per host, a busy gateway opens and closes a TCP
 		// connection for most calls.
 		c.httpTr.MaxIdleConnsPerHost = maxIdleConnsPerUpstream
+		c.taskKey = newTaskKey()
 		c.httpCli = &http.Client{Transport: &headerTransport{
 			base: c.httpTr, origin: originOf(u), headers: spec.Headers.Clone(), deleteTimeout: c.grace,
-			name: spec.Name, bearer: spec.Bearer, count: c.countReceived,
+			name: spec.Name, bearer: spec.Bearer, count: c.countReceived, taskKey: c.taskKey,
 		}}
 	}
 	co := &mcp.ClientOptions{
@@ -275,6 +280,14 @@ func New(spec Spec, opts Options) *Client {
 	}
 	c.mc = mcp.NewClient(&mcp.Implementation{Name: "quiver", Version: "0"}, co)
 	c.mc.AddReceivingMiddleware(c.countHandled)
+	if c.taskKey == "" {
+		c.taskKey = newTaskKey()
+	}
+	if err := addTaskMethods(c.mc); err != nil {
+		// Only a name that shadows a standard method fails, which
+		// these do not.
+		panic(err)
+	}
 	if opts.OnElicit != nil {
 		// The go-sdk client checks a form's requestedSchema against its own
 		// reading of the elicitation schema rules before its handler runs,
@@ -554,6 +567,10 @@ func (c *Client) connect(ctx context.Context) (*session, error) {
 	defer cancel()
 	bt := &boundTransport{inner: tr, ctx: sctx, cancel: scancel}
 	if s.cmd != nil {
+		// Only a stdio connection can be wrapped: the go-sdk's HTTP
+		// connections have unexported methods a wrapper would hide
+		// (headerTransport rewrites their answers instead).
+		bt.taskKey = c.taskKey
 		// Over HTTP the event streams are counted by headerTransport.
 		bt.received = &s.received
 	}

@@ -35,6 +35,9 @@ type headerTransport struct {
 	// count is called for every relayed notification read from an event
 	// stream (see sseCounter).
 	count func()
+	// taskKey, when set, is the key under which the answer to a
+	// tools/call POST is handed over when it is a task (see taskBody).
+	taskKey string
 }
 
 // RoundTrip implements http.RoundTripper.
@@ -44,6 +47,10 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		var ctx context.Context
 		ctx, cancel = context.WithTimeout(req.Context(), t.deleteTimeout)
 		req = req.WithContext(ctx)
+	}
+	if name := taskName(req); name != "" {
+		req = req.Clone(req.Context())
+		req.Header.Set("Mcp-Name", name)
 	}
 	if originOf(req.URL) == t.origin {
 		authz, err := t.authorization(req.Context())
@@ -67,6 +74,9 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := t.base.RoundTrip(req)
+	if err == nil && t.taskKey != "" && req.Method == http.MethodPost && req.Header.Get("Mcp-Method") == "tools/call" {
+		resp.Body = taskBody(resp, t.taskKey)
+	}
 	if err == nil && t.count != nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		resp.Body = &sseCounter{ReadCloser: resp.Body, count: t.count}
 	}
@@ -117,6 +127,9 @@ type boundTransport struct {
 	// received, when set, counts the notifications read (see
 	// countingConn).
 	received *atomic.Int64
+	// taskKey, when set, is the key under which a task answer is handed
+	// over (see taskConn).
+	taskKey string
 }
 
 // countingConn counts the notifications read from a connection.
@@ -140,6 +153,9 @@ func (t *boundTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	conn, err := t.inner.Connect(t.ctx)
 	if err == nil && t.received != nil {
 		conn = &countingConn{Connection: conn, received: t.received}
+	}
+	if err == nil && t.taskKey != "" {
+		conn = &taskConn{Connection: conn, key: t.taskKey}
 	}
 	if !stop() {
 		// ctx ended during Connect; t.ctx is cancelled.

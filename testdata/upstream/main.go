@@ -93,6 +93,7 @@ type config struct {
 	askPrims   bool
 	openEcho   bool
 	mrtrTools  bool
+	tasks      bool
 }
 
 // rejectFlag is a repeatable -reject TOOL=STATUS flag.
@@ -142,6 +143,7 @@ func main() {
 	flag.BoolVar(&cfg.drift, "drift", false, "change the tool list as a server upgrade would: fail removed, echo with one more input property, and a destructive tool wipe added")
 	flag.BoolVar(&cfg.mrtrTools, "mrtr-tools", false, "add the tools elicit_wait (elicitation, then a sleep; records its events) and roots (roots the multi-round-trip way)")
 	flag.BoolVar(&cfg.extras, "extras", false, "add the tools sample, elicit, log and touch, the resource template test://items/{id}, completions and resource subscriptions")
+	flag.BoolVar(&cfg.tasks, "tasks", false, "declare the tasks extension and add the tools report, brief, ask_task and forever, answered with tasks when the request declares it (see tasks.go)")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -171,6 +173,8 @@ type app struct {
 
 	subMu sync.Mutex
 	subs  map[string]map[*mcp.ServerSession]bool // URI -> subscribed sessions
+
+	tasks *taskStore // -tasks only
 }
 
 func run(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) error {
@@ -207,6 +211,10 @@ func run(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer)
 		opts.SubscribeHandler = a.subscribe
 		opts.UnsubscribeHandler = a.unsubscribe
 	}
+	if cfg.tasks {
+		//lint:ignore SA1019 the go-sdk's default capabilities, kept beside the extension.
+		opts.Capabilities = &mcp.ServerCapabilities{Logging: &mcp.LoggingCapabilities{}, Extensions: map[string]any{tasksExt: map[string]any{}}}
+	}
 	a.server = mcp.NewServer(&mcp.Implementation{Name: cfg.name, Version: cfg.version}, opts)
 	a.server.AddReceivingMiddleware(a.recordMiddleware)
 	a.addTools()
@@ -222,6 +230,9 @@ func run(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer)
 	}
 	if cfg.mrtrTools {
 		a.addRoundTripTools()
+	}
+	if cfg.tasks {
+		a.addTasks()
 	}
 
 	switch cfg.transport {
