@@ -68,20 +68,27 @@ func TestOverheadSmoke(t *testing.T) {
 	if len(rep.Browse) != 2 || rep.Browse[0].Calls != 5 || rep.Browse[0].Tools < 6 {
 		t.Errorf("browse %+v", rep.Browse)
 	}
-	// Two upstreams, two revisions, two client counts.
-	if len(rep.Throughput) != 8 {
+	// Three upstreams (in-process with sessions, in-process stateless, a
+	// process), two revisions, two client counts.
+	if len(rep.Throughput) != 12 {
 		t.Fatalf("throughput %+v", rep.Throughput)
 	}
 	protos := map[string]int{}
 	for _, r := range rep.Throughput {
 		protos[r.Protocol]++
 	}
-	if protos["2026-07-28"] != 4 || protos["2025-11-25"] != 4 {
+	if protos["2026-07-28"] != 6 || protos["2025-11-25"] != 6 {
 		t.Errorf("throughput by protocol %v", protos)
 	}
 	for _, r := range rep.Throughput {
 		if r.DirectCallsPerSec <= 0 || r.QuiverCallsPerSec <= 0 || r.Errors != 0 {
 			t.Errorf("throughput %+v", r)
+		}
+		// quiver speaks 2026-07-28 to the stateless upstream and what a
+		// sessionful go-sdk server negotiates (2025-11-25) to the other.
+		want := map[string]string{"in-process-stateless": "2026-07-28", "in-process": "2025-11-25"}[r.Upstream]
+		if r.UpstreamProtocol != want {
+			t.Errorf("%s: quiver spoke %q to the upstream, want %q", r.Upstream, r.UpstreamProtocol, want)
 		}
 	}
 	if len(rep.Memory) != 2 || rep.Memory[0].Tools != 3 || rep.Memory[1].Scale != 2 || rep.Memory[1].Tools < 10 || rep.Memory[0].RSSMB <= 0 {
