@@ -133,7 +133,7 @@ func TestBenchOverheadSmoke(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if len(rep.Latency) != 4 || len(rep.Throughput) != 8 || len(rep.Memory) != 3 || len(rep.Startup) != 1 || len(rep.Goals) != 3 {
+	if len(rep.Latency) != 4 || len(rep.Throughput) != 12 || len(rep.Memory) != 3 || len(rep.Startup) != 1 || len(rep.Goals) != 3 {
 		t.Fatalf("report %s", out)
 	}
 	for _, k := range []string{"added_p50_ms", "added_p99_ms", "ratio_p50", "direct_p50_ms", "quiver_p99_ms"} {
