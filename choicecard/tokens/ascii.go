@@ -8,9 +8,8 @@ import "math"
 // and the token slice that tiktoken-go's EncodeOrdinary builds. A count is then
 // allocation-free for pieces of up to 63 bytes, and the result is the same
 // number (FuzzCountASCII and TestCountASCIIMatchesEncoder hold the two paths
-// against each other). Text with any byte >= 0x80 takes the encoder's path:
-// there the pattern's classes are Unicode categories and invalid UTF-8 is
-// replaced before merging, which this scanner does not model.
+// against each other). Text with any byte >= 0x80 takes the Unicode scanner
+// (unicode.go), where the pattern's classes are Unicode categories.
 //
 // In ASCII the pattern's classes are: \p{L} = [A-Za-z], \p{N} = [0-9], and \s
 // = [\t\n\v\f\r ] (regexp2 tests \s with unicode.IsSpace). Every byte belongs
@@ -122,6 +121,9 @@ func (c *Counter) pieceTokens(piece string) int {
 	}
 	if _, ok := c.ranks[piece]; ok {
 		return 1
+	}
+	if len(piece) >= longPiece {
+		return c.mergeCountLong(piece)
 	}
 	return c.mergeCount(piece)
 }

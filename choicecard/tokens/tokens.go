@@ -149,7 +149,11 @@ func (c *Counter) Count(s string) int {
 	if n, ok := c.countUTF8(s); ok {
 		return n
 	}
-	return len(c.enc.EncodeOrdinary(s))
+	// Invalid UTF-8: counted as the encoder counts it, on U+FFFD for each
+	// invalid byte, but by the same bounded merge (the encoder's is
+	// quadratic in a piece's length).
+	n, _ := c.countUTF8(replaceInvalid(s))
+	return n
 }
 
 // Encode returns the cl100k_base token ids of s, as ordinary text.

@@ -11,8 +11,8 @@ import (
 // unicode.IsNumber, \s = unicode.IsSpace), and counted in runes as regexp2
 // matches them. The contractions stay ASCII: no rune above 0x7f matches
 // (?i:'s|'t|'re|'ve|'m|'ll|'d) case-insensitively in regexp2 (checked over
-// every rune). Invalid UTF-8 is left to the encoder, which replaces each
-// invalid byte with U+FFFD before merging.
+// every rune). Invalid UTF-8 is counted as the encoder counts it: Count
+// replaces each invalid byte with U+FFFD (replaceInvalid) and comes here.
 
 // countUTF8 returns the cl100k_base token count of s and true when s is
 // valid UTF-8; 0 and false otherwise.
