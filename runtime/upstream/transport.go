@@ -73,7 +73,13 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		}
 	}
-	resp, err := t.base.RoundTrip(req)
+	var resp *http.Response
+	var err error
+	if req.Method == http.MethodPost {
+		resp, err = withDrainGrace(t.base, req)
+	} else {
+		resp, err = t.base.RoundTrip(req)
+	}
 	if err == nil && t.taskKey != "" && req.Method == http.MethodPost && req.Header.Get("Mcp-Method") == "tools/call" {
 		resp.Body = taskBody(resp, t.taskKey)
 	}
