@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"sort"
 )
 
 // ErrTooLarge is matched by the error for a file over the limit.
@@ -41,4 +43,34 @@ func File(name string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: more than %d bytes, %w of %d", name, limit, ErrTooLarge, limit)
 	}
 	return data, nil
+}
+
+// Glob returns the files globs match, each glob's matches in lexical order
+// and every file once, refusing a malformed glob, a glob that matches
+// nothing (a mistyped path is an error, not an empty set) and more than max
+// files, before any of them is read.
+func Glob(globs []string, max int) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, g := range globs {
+		files, err := filepath.Glob(g)
+		if err != nil {
+			return nil, fmt.Errorf("glob %q: %w", g, err)
+		}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("glob %q matches no file", g)
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			if seen[f] {
+				continue
+			}
+			seen[f] = true
+			if len(out) == max {
+				return nil, fmt.Errorf("more than %d files", max)
+			}
+			out = append(out, f)
+		}
+	}
+	return out, nil
 }

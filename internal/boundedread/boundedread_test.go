@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -39,5 +41,32 @@ func TestFile(t *testing.T) {
 	}
 	if _, err := File(filepath.Join(dir, "missing"), 100); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestGlob(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"b.yaml", "a.yaml", "c.json"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := func(n string) string { return filepath.Join(dir, n) }
+	got, err := Glob([]string{at("*.yaml"), at("a.*"), at("*.json")}, 3)
+	if err != nil || !slices.Equal(got, []string{at("a.yaml"), at("b.yaml"), at("c.json")}) {
+		t.Fatalf("Glob = %q, %v; want each glob's matches sorted, every file once", got, err)
+	}
+	for _, tc := range []struct {
+		globs []string
+		max   int
+		want  string
+	}{
+		{[]string{at("[a-")}, 10, "syntax error in pattern"},
+		{[]string{at("*.yaml"), at("none*")}, 10, "matches no file"},
+		{[]string{at("*")}, 2, "more than 2 files"},
+	} {
+		if _, err := Glob(tc.globs, tc.max); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Glob(%q, %d) = %v; want %q", tc.globs, tc.max, err, tc.want)
+		}
 	}
 }

@@ -441,35 +441,21 @@ func LoadRegistry(globs []string) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
+	files, err := boundedread.Glob(globs, MaxManifests)
+	if err != nil {
+		return nil, fmt.Errorf("%w: registry: %w", ErrManifest, err)
+	}
 	var ms []*Manifest
-	for _, g := range globs {
-		files, err := filepath.Glob(g)
+	for _, f := range files {
+		data, err := boundedread.File(f, MaxManifestBytes)
 		if err != nil {
-			return nil, fmt.Errorf("%w: registry glob %q: %w", ErrManifest, g, err)
+			return nil, fmt.Errorf("%w: %w", ErrManifest, err)
 		}
-		if len(files) == 0 {
-			return nil, fmt.Errorf("%w: registry glob %q matches no file", ErrManifest, g)
+		m, err := p.Parse(f, data)
+		if err != nil {
+			return nil, err
 		}
-		sort.Strings(files)
-		for _, f := range files {
-			if seen[f] {
-				continue
-			}
-			seen[f] = true
-			if len(seen) > MaxManifests {
-				return nil, fmt.Errorf("%w: more than %d manifest files", ErrManifest, MaxManifests)
-			}
-			data, err := boundedread.File(f, MaxManifestBytes)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrManifest, err)
-			}
-			m, err := p.Parse(f, data)
-			if err != nil {
-				return nil, err
-			}
-			ms = append(ms, m)
-		}
+		ms = append(ms, m)
 	}
 	return NewRegistry(ms...)
 }

@@ -535,43 +535,33 @@ func oneLine(s string) string {
 // invalid manifest, a command outside allowed and two tools of one name
 // are errors.
 func Load(globs []string, baseDir string, allowed []string) ([]*Manifest, error) {
-	seen := map[string]bool{}
-	names := map[string]string{}
-	var out []*Manifest
-	for _, g := range globs {
+	abs := make([]string, len(globs))
+	for i, g := range globs {
 		if !filepath.IsAbs(g) {
 			g = filepath.Join(baseDir, g)
 		}
-		files, err := filepath.Glob(g)
+		abs[i] = g
+	}
+	files, err := boundedread.Glob(abs, MaxTools)
+	if err != nil {
+		return nil, fmt.Errorf("%w: manifests: %w", ErrManifest, err)
+	}
+	names := map[string]string{}
+	var out []*Manifest
+	for _, f := range files {
+		data, err := boundedread.File(f, MaxManifestBytes)
 		if err != nil {
-			return nil, fmt.Errorf("%w: manifests glob %q: %w", ErrManifest, g, err)
+			return nil, fmt.Errorf("%w: %w", ErrManifest, err)
 		}
-		if len(files) == 0 {
-			return nil, fmt.Errorf("%w: manifests glob %q matches no file", ErrManifest, g)
+		m, err := Parse(f, data, filepath.Dir(f), allowed)
+		if err != nil {
+			return nil, err
 		}
-		sort.Strings(files)
-		for _, f := range files {
-			if seen[f] {
-				continue
-			}
-			seen[f] = true
-			if len(seen) > MaxTools {
-				return nil, fmt.Errorf("%w: more than %d manifests", ErrManifest, MaxTools)
-			}
-			data, err := boundedread.File(f, MaxManifestBytes)
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrManifest, err)
-			}
-			m, err := Parse(f, data, filepath.Dir(f), allowed)
-			if err != nil {
-				return nil, err
-			}
-			if first, dup := names[m.Name]; dup {
-				return nil, &ManifestError{File: f, Line: 1, Column: 1, Field: "/name", Msg: fmt.Sprintf("tool %q is also defined in %s", m.Name, first)}
-			}
-			names[m.Name] = f
-			out = append(out, m)
+		if first, dup := names[m.Name]; dup {
+			return nil, &ManifestError{File: f, Line: 1, Column: 1, Field: "/name", Msg: fmt.Sprintf("tool %q is also defined in %s", m.Name, first)}
 		}
+		names[m.Name] = f
+		out = append(out, m)
 	}
 	return out, nil
 }
